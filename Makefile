@@ -1,0 +1,62 @@
+# fiskfleet: build, test, run, bench, fuzz, lint.
+#
+# go.work ties the modules together; `go test ./...` from the root finds no
+# module, so every target loops over MODULES.
+
+MODULES   := schemas shared services/a2a-agent services/mcp-gateway integration
+GOBIN     := $(shell go env GOPATH)/bin
+NATSCLI   := github.com/nats-io/natscli/nats@v0.5.0
+export PATH := $(GOBIN):$(PATH)
+
+FUZZTIME  ?= 3s
+BENCHTIME ?= 1s
+TESTFLAGS ?=
+
+.PHONY: all build test lint fuzz bench run tools clean
+
+all: lint build test
+
+build:
+	@mkdir -p bin
+	go build -o bin/a2a-agent ./services/a2a-agent
+	go build -o bin/mcp-gateway ./services/mcp-gateway
+	go build -o bin/fiskdemo ./integration/fiskdemo
+
+# tools installs the real nats CLI the tests drive (natscli v0.5.0).
+tools:
+	@test -x $(GOBIN)/nats && $(GOBIN)/nats --version 2>&1 | grep -q '0.5.0' || go install $(NATSCLI)
+
+test: tools
+	@set -e; for m in $(MODULES); do \
+		echo "== go test $$m"; \
+		(cd $$m && go test -race -count=1 -timeout 9m $(TESTFLAGS) ./...); \
+	done
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=2s
+
+lint:
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	@set -e; for m in $(MODULES); do (cd $$m && go vet ./...); done
+	@./.ci/check-deps
+
+# fuzz runs every Fuzz target for FUZZTIME each.
+fuzz:
+	@set -e; for m in $(MODULES); do \
+		for pkg in $$(cd $$m && go list ./...); do \
+			dir=$$(cd $$m && go list -f '{{.Dir}}' $$pkg); \
+			for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+				echo "== fuzz $$pkg $$f"; \
+				(cd $$dir && go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) .); \
+			done; \
+		done; \
+	done
+
+bench: tools
+	@set -e; for m in $(MODULES); do \
+		(cd $$m && go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...); \
+	done
+
+run:
+	go run ./integration/cmd/devfleet
+
+clean:
+	rm -rf bin

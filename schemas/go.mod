@@ -1,0 +1,3 @@
+module github.com/fiskfleet/fiskfleet/schemas
+
+go 1.26.0

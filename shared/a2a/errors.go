@@ -1,0 +1,25 @@
+package a2a
+
+import "errors"
+
+// Errors of the message model, codec and client. Callers test with
+// [errors.Is]; every returned error wraps one of these with its cause.
+var (
+	// ErrInvalidIdentity is an identity or instance that does not match
+	// [IdentityPattern].
+	ErrInvalidIdentity = errors.New("invalid identity")
+	// ErrTooLarge is a message over [MaxMessageSize], rejected before it is
+	// parsed.
+	ErrTooLarge = errors.New("message too large")
+	// ErrInvalidMessage is a message that fails its schema.
+	ErrInvalidMessage = errors.New("invalid message")
+	// ErrUnexpectedProtocol is a message whose protocol id is not the one
+	// the receiver expected.
+	ErrUnexpectedProtocol = errors.New("unexpected protocol")
+	// ErrUnknownProtocol is a protocol id with no schema.
+	ErrUnknownProtocol = errors.New("unknown protocol")
+	// ErrEmptyBlock is a block with no content, refused on marshal.
+	ErrEmptyBlock = errors.New("empty block")
+	// ErrUnknownBlock is a block whose type is not one of the six.
+	ErrUnknownBlock = errors.New("unknown block type")
+)

@@ -1,0 +1,190 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"time"
+)
+
+// Serving defaults shared by the MCP gateway and the A2A agent. An external
+// caller has no iteration budget the way an agent loop does, so an ungated
+// path could otherwise spawn unbounded concurrent commands.
+const (
+	// DefaultMaxConcurrent is how many calls a server runs at once when the
+	// operator sets no max_concurrent_tools.
+	DefaultMaxConcurrent = 2
+	// DefaultTimeout bounds one call's run time when the operator sets no
+	// tool_timeout.
+	DefaultTimeout = 30 * time.Second
+)
+
+// Tags with a meaning to fiskfleet itself.
+const (
+	// TagDeny makes a command unreachable from every surface. It is the only
+	// reliable exclusion; the approval gate is a courtesy.
+	TagDeny = "ai:deny"
+	// TagConfirm gates a command behind an explicit approval.
+	TagConfirm = "ai:confirm"
+	// TagReadOnly marks a command that changes nothing.
+	TagReadOnly = "impact:ro"
+	// TagReadWrite marks a command that may change state.
+	TagReadWrite = "impact:rw"
+)
+
+// namePattern is the MCP tool name rule; A2A uses the same so a tool served
+// on one surface can be imported onto the other.
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ValidName reports whether name can be served as a tool name.
+func ValidName(name string) bool { return namePattern.MatchString(name) }
+
+// NamePattern returns the tool name pattern as text, for error messages.
+func NamePattern() string { return namePattern.String() }
+
+// Exposure is the set of surfaces a tool may ever be served on. It is the
+// ceiling: operator allowlists can only narrow it. The zero value is
+// [ExposeNone], so a tool that says nothing is served nowhere.
+type Exposure uint8
+
+// Exposure surfaces.
+const (
+	ExposeNone Exposure = 0
+	ExposeMCP  Exposure = 1 << iota
+	ExposeA2A
+)
+
+// Allows reports whether e includes every surface in s.
+func (e Exposure) Allows(s Exposure) bool { return s != ExposeNone && e&s == s }
+
+// String names the surfaces, for logs and the info listing.
+func (e Exposure) String() string {
+	switch e {
+	case ExposeNone:
+		return "none"
+	case ExposeMCP:
+		return "mcp"
+	case ExposeA2A:
+		return "a2a"
+	case ExposeMCP | ExposeA2A:
+		return "mcp,a2a"
+	}
+	return "invalid"
+}
+
+// Confirmation answers "is this tool gated behind approval?". The zero
+// value, [ConfirmUnknown], is a tool that cannot say; every server refuses
+// such a tool rather than serve it ungated, because an absent gate must not
+// be indistinguishable from not needing one.
+type Confirmation uint8
+
+// Confirmation answers.
+const (
+	ConfirmUnknown Confirmation = iota
+	ConfirmNone
+	ConfirmRequired
+)
+
+// String names the answer for logs.
+func (c Confirmation) String() string {
+	switch c {
+	case ConfirmNone:
+		return "ungated"
+	case ConfirmRequired:
+		return "gated"
+	}
+	return "unknown"
+}
+
+// Tool is one callable capability. Implementations must be safe for
+// concurrent use: servers call them from many goroutines.
+type Tool interface {
+	// Name is the tool's name in the flat namespace clients address.
+	Name() string
+	// Description is the plain description: help text without tags.
+	Description() string
+	// ModelDescription is what a model reads: the description followed by
+	// a trailing "Tags: a, b" line when the tool has tags.
+	ModelDescription() string
+	// Tags are the tool's tags (for example impact:ro).
+	Tags() []string
+	// Title is a human-readable title, such as the command path with spaces.
+	Title() string
+	// InputSchema is the JSON Schema of the call's input object.
+	InputSchema() json.RawMessage
+	// Confirmation says whether calls must be approved first.
+	Confirmation() Confirmation
+	// Exposure is the ceiling of surfaces the tool may be served on.
+	Exposure() Exposure
+	// Call runs the tool. A failure of the tool itself (a non-zero exit, a
+	// denial, bad arguments) is an [Outcome] with IsError or a
+	// [CommandResult]; a returned error means the call could not be made
+	// (timeout, cancellation, spawn failure) and servers report it in-band.
+	Call(ctx context.Context, req Request) (Outcome, error)
+}
+
+// Request is one call's input.
+type Request struct {
+	// Input is the call's arguments: a JSON object, or empty/null for none.
+	Input json.RawMessage
+	// Prompter asks a human, when a tool needs to. Nil denies everything.
+	Prompter Prompter
+}
+
+// Prompter asks a human a yes/no question. Implementations fail closed:
+// anything but an explicit yes is false.
+type Prompter interface {
+	Confirm(ctx context.Context, question string) (bool, error)
+}
+
+// DenyAll is the [Prompter] for paths where nobody can be asked: every
+// question is answered no.
+type DenyAll struct{}
+
+// Confirm answers no.
+func (DenyAll) Confirm(context.Context, string) (bool, error) { return false, nil }
+
+// PrompterOrDeny returns p, or [DenyAll] when p is nil.
+func PrompterOrDeny(p Prompter) Prompter {
+	if p == nil {
+		return DenyAll{}
+	}
+	return p
+}
+
+// CommandResult is the outcome of running a command. Its JSON is the same
+// whether the command ran locally or on a remote agent.
+type CommandResult struct {
+	Command   string `json:"command"`
+	ExitCode  int    `json:"exit_code"`
+	Output    string `json:"output"`
+	Truncated bool   `json:"truncated"`
+}
+
+// Outcome is what a call produced: a [CommandResult] for command tools, or
+// verbatim JSON for in-process tools. IsError marks an in-band failure whose
+// text is in Message (a denial, bad input); a command that exits non-zero is
+// not an error, its exit code is in Result.
+type Outcome struct {
+	Result  *CommandResult
+	JSON    json.RawMessage
+	IsError bool
+	Message string
+}
+
+// Failure returns an in-band error outcome.
+func Failure(message string) Outcome { return Outcome{IsError: true, Message: message} }
+
+// Text renders the outcome as the text a client receives: the
+// CommandResult JSON, the verbatim JSON, or the error message.
+func (o Outcome) Text() string {
+	switch {
+	case o.IsError:
+		return o.Message
+	case o.Result != nil:
+		b, _ := json.Marshal(o.Result) // a struct of strings, ints and bools always marshals
+		return string(b)
+	default:
+		return string(o.JSON)
+	}
+}
