@@ -23,3 +23,15 @@ var (
 	// ErrUnknownBlock is a block whose type is not one of the six.
 	ErrUnknownBlock = errors.New("unknown block type")
 )
+
+// Errors of a round trip.
+var (
+	// ErrAgentUnavailable is an agent that did not answer: no responders on
+	// its subject, or no reply before the deadline.
+	ErrAgentUnavailable = errors.New("agent unavailable")
+	// ErrRejected is a request the agent refused as malformed, mistyped or
+	// oversized: a transport error, not an in-band failure.
+	ErrRejected = errors.New("request rejected by agent")
+	// ErrMismatchedReply is a reply that does not answer the request sent.
+	ErrMismatchedReply = errors.New("reply does not match request")
+)

@@ -1,0 +1,33 @@
+// Package schemas holds the JSON Schemas (draft 2020-12) of the fiskfleet
+// v1 wire protocol: one file per protocol id plus v1/common.json, which
+// defines the header, the identity pattern and every shared object.
+//
+// The files are embedded so every binary validates against exactly the
+// schemas it was built with; FS exposes them for compilers and tools.
+package schemas
+
+import (
+	"embed"
+	"io/fs"
+)
+
+//go:embed v1/*.json
+var files embed.FS
+
+// BaseURL is the $id prefix of every v1 schema; a schema's $id is BaseURL
+// followed by its file name.
+const BaseURL = "https://fiskfleet.github.io/schemas/v1/"
+
+// FS returns the schema files, rooted so that "v1/common.json" is a path.
+func FS() fs.FS { return files }
+
+// ProtocolPrefix is the prefix of every v1 protocol id; the kind follows.
+const ProtocolPrefix = "io.choria.fisk-ai.v1."
+
+// Kinds lists the message kinds with a schema, one file each
+// (v1/<kind>.json) whose protocol id is ProtocolPrefix + kind.
+var Kinds = []string{
+	"discovery.request", "discovery.reply",
+	"tool.request", "tool.reply",
+	"request", "event", "result", "error", "cancel", "ack",
+}
