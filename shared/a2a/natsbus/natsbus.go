@@ -1,0 +1,105 @@
+// Package natsbus binds the A2A protocol to core NATS request-reply: the two
+// subjects of an identity, the micro service that serves them, and the round
+// trip clients make. No JetStream is involved.
+//
+// Discovery and tool calls ride different subjects so an account can be
+// granted publish on choria.fisk-ai.discovery.* without
+// choria.fisk-ai.tool.*: discovery without execution.
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+)
+
+// SubjectPrefix sits inside the Choria subject space.
+const SubjectPrefix = "choria.fisk-ai"
+
+// DefaultTimeout bounds a round trip when neither the caller's context nor
+// the transport carries a deadline.
+const DefaultTimeout = 30 * time.Second
+
+// DiscoverySubject is the subject an identity answers discovery on.
+func DiscoverySubject(identity string) string { return SubjectPrefix + ".discovery." + identity }
+
+// ToolSubject is the subject an identity answers tool calls on.
+func ToolSubject(identity string) string { return SubjectPrefix + ".tool." + identity }
+
+// Subject is the subject of route for identity.
+func Subject(identity string, route a2a.Route) string {
+	if route == a2a.RouteDiscovery {
+		return DiscoverySubject(identity)
+	}
+	return ToolSubject(identity)
+}
+
+// Transport is the client side: an [a2a.Transport] over a connection the
+// caller owns. It is safe for concurrent use.
+type Transport struct {
+	nc      *nats.Conn
+	timeout time.Duration
+}
+
+// Option configures a [Transport].
+type Option func(*Transport)
+
+// WithTimeout sets the round-trip timeout used when the caller's context
+// has no deadline (default [DefaultTimeout]).
+func WithTimeout(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.timeout = d
+		}
+	}
+}
+
+// NewTransport returns a transport over nc, which the caller owns and
+// closes.
+func NewTransport(nc *nats.Conn, opts ...Option) *Transport {
+	t := &Transport{nc: nc, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// RoundTrip sends data to identity's route subject and returns the reply.
+// The deadline is the caller's, else the transport's timeout. No responders
+// or no reply in time is [a2a.ErrAgentUnavailable]; a micro error header is
+// [a2a.ErrRejected] carrying the agent's code and description.
+func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Route, data []byte) ([]byte, error) {
+	if len(data) > a2a.MaxMessageSize {
+		return nil, fmt.Errorf("%w: request is %d bytes, the limit is %d", a2a.ErrTooLarge, len(data), a2a.MaxMessageSize)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.timeout)
+		defer cancel()
+	}
+	subject := Subject(identity, route)
+	req := nats.NewMsg(subject)
+	req.Data = data
+	msg, err := t.nc.RequestMsgWithContext(ctx, req)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, fmt.Errorf("%w: no agent serves %s: %w", a2a.ErrAgentUnavailable, subject, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return nil, fmt.Errorf("%w: no reply on %s in time: %w", a2a.ErrAgentUnavailable, subject, err)
+	case err != nil:
+		return nil, fmt.Errorf("requesting %s: %w", subject, err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return nil, fmt.Errorf("%w: %s %s", a2a.ErrRejected, code, msg.Header.Get(micro.ErrorHeader))
+	}
+	if len(msg.Data) > a2a.MaxMessageSize {
+		return nil, fmt.Errorf("%w: reply on %s is %d bytes, the limit is %d", a2a.ErrTooLarge, subject, len(msg.Data), a2a.MaxMessageSize)
+	}
+	return msg.Data, nil
+}

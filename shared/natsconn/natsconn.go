@@ -1,0 +1,90 @@
+// Package natsconn connects to NATS from a named nats context, as the nats
+// CLI writes it (URL, credentials, nkey, user and password, token, TLS), so
+// operators configure fiskfleet's connections with the tool they already
+// use.
+package natsconn
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/jsm.go/natscontext"
+	"github.com/nats-io/nats.go"
+)
+
+// ErrContext is a nats context that cannot be loaded.
+var ErrContext = errors.New("loading nats context")
+
+// Reconnect backoff: quick at first so a restarted server is found within a
+// second, then capped so a long outage costs little.
+const (
+	backoffBase = 100 * time.Millisecond
+	backoffMax  = 5 * time.Second
+)
+
+// Options configure [Connect].
+type Options struct {
+	// Context is the nats context name (nats_context in agent.yaml). Empty
+	// means the CLI's selected context.
+	Context string
+	// Name is the connection name servers show in monitoring; it should
+	// carry the identity, e.g. "a2a-agent demo".
+	Name string
+	// Logger receives disconnect, reconnect and error events; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Connect loads the context and connects with unlimited reconnects and
+// backoff, logging every disconnect and reconnect. The caller owns and
+// closes the connection.
+func Connect(opts Options) (*nats.Conn, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	nctx, err := natscontext.New(opts.Context, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q (set nats_context to a context listed by `nats context ls`): %w", ErrContext, opts.Context, err)
+	}
+	natsOpts, err := nctx.NATSOptions(
+		nats.Name(opts.Name),
+		nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(Backoff),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected", "context", opts.Context, "error", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "context", opts.Context, "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			log.Error("nats error", "context", opts.Context, "subject", subject, "error", err)
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrContext, opts.Context, err)
+	}
+	nc, err := nats.Connect(nctx.ServerURL(), natsOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s (nats context %q): %w", nctx.ServerURL(), opts.Context, err)
+	}
+	return nc, nil
+}
+
+// Backoff is the reconnect delay after attempts failed tries: exponential
+// from 100 ms, capped at 5 s, with up to 20 % jitter so a fleet does not
+// reconnect in lockstep.
+func Backoff(attempts int) time.Duration {
+	d := backoffMax
+	if attempts < 16 {
+		d = min(backoffBase<<attempts, backoffMax)
+	}
+	return d + rand.N(d/5+1)
+}
