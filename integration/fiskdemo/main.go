@@ -2,7 +2,7 @@
 // benchmarks and the dev fleet serve as tools.
 //
 // Each command exists to exercise one serving behaviour: echo covers every
-// flag type ArgsFromJSON renders, fail a non-zero exit with stderr, flood the
+// flag type ArgsFromJSON renders (and a hidden flag callers must not reach), fail a non-zero exit with stderr, flood the
 // output cap, spawn a process-group kill of a grandchild that ignores
 // SIGTERM, deploy and restart the approval gate (they write a marker file a
 // test can check), destroy the ai:deny exclusion, getenv the credential
@@ -39,7 +39,13 @@ func main() {
 	echoUpper := echo.Flag("upper", "Print the message in upper case").Bool()
 	echoFormat := echo.Flag("format", "Output format").Default("text").Enum("text", "json")
 	echoLabels := echo.Flag("label", "A label to print with the message; repeatable").Strings()
+	// A hidden flag is left out of the input schema; callers must not be
+	// able to pass it anyway.
+	echoTrace := echo.Flag("trace", "Prints the parsed flags to stderr").Hidden().UnNegatableBool()
 	echo.Action(func(*fisk.ParseContext) error {
+		if *echoTrace {
+			fmt.Fprintf(os.Stderr, "prefix=%q count=%d upper=%t format=%s labels=%q\n", *echoPrefix, *echoCount, *echoUpper, *echoFormat, *echoLabels)
+		}
 		return runEcho(*echoMsg, *echoPrefix, *echoCount, *echoUpper, *echoFormat, *echoLabels)
 	})
 

@@ -40,7 +40,8 @@ var _ tool.Tool = (*Command)(nil)
 // no schema (an application built with a fisk older than the schemas).
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-func newCommand(m *fisk.CmdModel, cmdPath []string, name string, opts Options, r *runner) (*Command, error) {
+func newCommand(l leaf, name string, opts Options, r *runner) (*Command, error) {
+	m, cmdPath := l.cmd, l.path
 	schema := m.RestrictedSchema
 	if schema == nil {
 		schema = m.Schema
@@ -62,7 +63,7 @@ func newCommand(m *fisk.CmdModel, cmdPath []string, name string, opts Options, r
 		description += long
 	}
 
-	tags := slices.Clone(m.Tags)
+	tags := slices.Clone(l.tags)
 	confirm := tool.ConfirmNone
 	if tool.Gated(tags, opts.ConfirmTags) {
 		confirm = tool.ConfirmRequired
@@ -115,7 +116,8 @@ func (c *Command) Description() string { return c.description }
 // what both servers register with.
 func (c *Command) ModelDescription() string { return c.modelDesc }
 
-// Tags returns a copy of the command's tags.
+// Tags returns a copy of the command's effective tags: its own, or when it
+// has none, those of its nearest tagged parent command.
 func (c *Command) Tags() []string { return slices.Clone(c.tags) }
 
 // InputSchema is the command's restricted JSON Schema, encoded once at

@@ -161,19 +161,19 @@ func Load(ctx context.Context, opts Options) (*App, error) {
 	app := &App{Model: model}
 	var kept []*Command
 	var walkErr error
-	walkLeaves(model.CmdGroupModel, nil, "", "", func(c *fisk.CmdModel, cmdPath []string, deniedBy, hiddenBy string) {
-		name := strings.Join(cmdPath, "_")
+	walkLeaves(model.CmdGroupModel, leaf{}, func(l leaf) {
+		name := strings.Join(l.path, "_")
 		reason := ""
 		switch {
-		case deniedBy != "":
-			reason = deniedBy
-		case hiddenBy != "":
-			reason = hiddenBy
+		case l.deniedBy != "":
+			reason = l.deniedBy
+		case l.hiddenBy != "":
+			reason = l.hiddenBy
 		case !tool.ValidName(name):
 			reason = fmt.Sprintf("name %q does not match %s", name, tool.NamePattern())
 		default:
 			for _, fl := range filters {
-				if reason = fl.drop(name, c.Tags); reason != "" {
+				if reason = fl.drop(name, l.tags); reason != "" {
 					break
 				}
 			}
@@ -182,7 +182,7 @@ func Load(ctx context.Context, opts Options) (*App, error) {
 			app.Dropped = append(app.Dropped, Dropped{Name: name, Reason: reason})
 			return
 		}
-		cmd, err := newCommand(c, cmdPath, name, opts, r)
+		cmd, err := newCommand(l, name, opts, r)
 		if err != nil {
 			walkErr = errors.Join(walkErr, err)
 			return
@@ -196,34 +196,60 @@ func Load(ctx context.Context, opts Options) (*App, error) {
 	return app, nil
 }
 
-// walkLeaves calls visit for every leaf command under g, in declared order,
-// with its full path. deniedBy and hiddenBy carry the reason inherited from
-// an ancestor: ai:deny on a group denies everything under it, and a hidden
-// group hides its children.
-func walkLeaves(g *fisk.CmdGroupModel, parent []string, deniedBy, hiddenBy string, visit func(c *fisk.CmdModel, cmdPath []string, deniedBy, hiddenBy string)) {
+// leaf is one leaf command found by walkLeaves.
+type leaf struct {
+	cmd  *fisk.CmdModel
+	path []string
+	// tags are the command's effective tags: its own, or when it has none,
+	// those of its nearest tagged ancestor.
+	tags []string
+	// deniedBy and hiddenBy say why the command is denied or hidden,
+	// either by itself or through an ancestor; empty when it is not.
+	deniedBy string
+	hiddenBy string
+}
+
+// walkLeaves calls visit for every leaf command under g, in declared order.
+//
+// What a group says applies to the commands under it: ai:deny on a group
+// denies everything below it, a hidden group hides its children, and a
+// command without tags of its own takes the tags of its nearest tagged
+// ancestor. The nats CLI, for one, tags "bench js" impact:rw and leaves its
+// publishing subcommands untagged; without inheritance confirm_tags and tag
+// filters would silently miss them.
+func walkLeaves(g *fisk.CmdGroupModel, parent leaf, visit func(leaf)) {
 	if g == nil {
 		return
 	}
 	for _, c := range g.Commands {
-		cmdPath := append(slices.Clip(parent), c.Name)
-		denied, hidden := deniedBy, hiddenBy
-		if denied == "" && tool.Denied(c.Tags) {
-			denied = "tagged " + tool.TagDeny
-			if isGroup(c) {
-				denied = fmt.Sprintf("parent command %q tagged %s", strings.Join(cmdPath, " "), tool.TagDeny)
+		l := leaf{
+			cmd:      c,
+			path:     append(slices.Clip(parent.path), c.Name),
+			tags:     parent.tags,
+			deniedBy: parent.deniedBy,
+			hiddenBy: parent.hiddenBy,
+		}
+		if len(c.Tags) > 0 {
+			l.tags = c.Tags
+		}
+		group := isGroup(c)
+		if l.deniedBy == "" && tool.Denied(c.Tags) {
+			l.deniedBy = "tagged " + tool.TagDeny
+			if group {
+				l.deniedBy = fmt.Sprintf("parent command %q tagged %s", strings.Join(l.path, " "), tool.TagDeny)
 			}
 		}
-		if hidden == "" && c.Hidden {
-			hidden = "hidden command"
-			if isGroup(c) {
-				hidden = fmt.Sprintf("parent command %q is hidden", strings.Join(cmdPath, " "))
+		if l.hiddenBy == "" && c.Hidden {
+			l.hiddenBy = "hidden command"
+			if group {
+				l.hiddenBy = fmt.Sprintf("parent command %q is hidden", strings.Join(l.path, " "))
 			}
 		}
-		if isGroup(c) {
-			walkLeaves(c.CmdGroupModel, cmdPath, denied, hidden, visit)
+		if group {
+			walkLeaves(c.CmdGroupModel, l, visit)
 			continue
 		}
-		visit(c, cmdPath, denied, hidden)
+		visit(l)
 	}
 }
 
