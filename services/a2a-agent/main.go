@@ -4,41 +4,51 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/fiskfleet/fiskfleet/shared/logging"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-type cli struct {
+type root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
+	logging.Flags
 
-	Serve serveCmd `cmd:"" help:"Serve the configured tools over NATS."`
-}
-
-type serveCmd struct {
-	Config string `help:"Agent configuration file." type:"existingfile" required:"" env:"A2A_AGENT_CONFIG"`
-}
-
-func (c *serveCmd) Run(ctx context.Context) error {
-	return fmt.Errorf("serve: not built yet")
+	Serve    serveCmd    `cmd:"" help:"Serve the configured tools over NATS as a micro service."`
+	Discover discoverCmd `cmd:"" help:"Show the agent card of IDENTITY: its served tools."`
+	Call     callCmd     `cmd:"" help:"Call TOOL on IDENTITY and print the CommandResult."`
+	Info     infoCmd     `cmd:"" help:"List what serve would serve, and why each dropped tool is dropped."`
 }
 
 func main() {
-	var c cli
-	kctx := kong.Parse(&c,
+	var r root
+	kctx := kong.Parse(&r,
 		kong.Name("a2a-agent"),
-		kong.Description("Serve a fisk application's commands to other agents over NATS."),
+		kong.Description("Serve a fisk application's commands to other agents over NATS, and call agents on the bus."),
 		kong.Vars{"version": version},
 		kong.UsageOnError(),
 	)
+	log, err := r.Logger(os.Stderr)
+	kctx.FatalIfErrorf(err)
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
-	kctx.FatalIfErrorf(kctx.Run())
+	kctx.Bind(log, env{stdout: os.Stdout, version: version})
+	if err := kctx.Run(); err != nil {
+		var ec exitCode
+		if errors.As(err, &ec) {
+			os.Exit(int(ec))
+		}
+		fmt.Fprintf(os.Stderr, "a2a-agent: %v\n", err)
+		os.Exit(1)
+	}
 }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/natsconn"
+)
+
+// clientFlags are shared by the commands that talk to agents on the bus.
+type clientFlags struct {
+	Context string        `help:"nats context to connect with (default: the selected one)." env:"NATS_CONTEXT"`
+	Timeout time.Duration `help:"How long to wait for the agent." default:"30s"`
+	As      string        `help:"Sender label on requests (a label for logs, not an authorization)." default:"operator"`
+}
+
+func (f clientFlags) client(log *slog.Logger) (*a2a.Client, func(), error) {
+	nc, err := natsconn.Connect(natsconn.Options{Context: f.Context, Name: "a2a-agent client " + f.As, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := a2a.NewClient(natsbus.NewTransport(nc, natsbus.WithTimeout(f.Timeout)), a2a.Participant{Name: f.As})
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return c, nc.Close, nil
+}
+
+type discoverCmd struct {
+	clientFlags
+	Identity string `arg:"" help:"Agent identity."`
+	JSON     bool   `help:"Print the card as JSON."`
+}
+
+func (c *discoverCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	client, done, err := c.client(log)
+	if err != nil {
+		return err
+	}
+	defer done()
+	reply, err := client.Discover(ctx, c.Identity)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reply.AgentCard)
+	}
+	fmt.Fprintf(e.stdout, "agent %s version %s (instance %s)\n\n", reply.Name, reply.Version, reply.Sender.Instance)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "TOOL (%d)\tDESCRIPTION\n", len(reply.Tools))
+	for _, t := range reply.Tools {
+		first, _, _ := strings.Cut(t.Description, "\n")
+		fmt.Fprintf(tw, "%s\t%s\n", t.Name, first)
+	}
+	return tw.Flush()
+}
+
+type callCmd struct {
+	clientFlags
+	Identity string `arg:"" help:"Agent identity."`
+	Tool     string `arg:"" help:"Tool name, as discover lists it."`
+	Input    string `arg:"" optional:"" help:"Tool input as a JSON object (default {})."`
+}
+
+func (c *callCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	var input json.RawMessage
+	if c.Input != "" {
+		if !json.Valid([]byte(c.Input)) {
+			return fmt.Errorf("input is not valid JSON: %q", c.Input)
+		}
+		input = json.RawMessage(c.Input)
+	}
+	client, done, err := c.client(log)
+	if err != nil {
+		return err
+	}
+	defer done()
+	reply, err := client.CallTool(ctx, c.Identity, c.Tool, input)
+	if err != nil {
+		return err
+	}
+	if reply.IsError {
+		fmt.Fprintf(e.stdout, "error: %s\n", reply.Output)
+		return exitCode(1)
+	}
+	res, ok := reply.CommandResult()
+	if !ok {
+		fmt.Fprintln(e.stdout, reply.Output)
+		return nil
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return exitCode(min(max(res.ExitCode, 1), 125))
+	}
+	return nil
+}

@@ -1,0 +1,299 @@
+// Package server is the A2A serving engine: it selects which tools an agent
+// may serve over NATS, computes the agent card once, and answers discovery
+// and tool calls with back-pressure, per-call timeouts and exactly one reply
+// per request.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// Errors returned by [New] and [Server.Start].
+var (
+	// ErrNothingToServe is a tool set with nothing left after selection.
+	ErrNothingToServe = errors.New("no tool left to serve over A2A")
+	// ErrInvalidConfig is a Config that cannot be served.
+	ErrInvalidConfig = errors.New("invalid A2A server config")
+)
+
+// Config configures a [Server]. Zero values mean the defaults.
+type Config struct {
+	// Identity names the agent: subjects, queue group, card name.
+	Identity string
+	// Instance labels this process in replies and logs; empty means a label
+	// from the host name and process id.
+	Instance string
+	// Version is the card version; empty means "0.0.0".
+	Version string
+	// Description is the card description.
+	Description string
+	// MaxConcurrent bounds calls running at once (default
+	// [tool.DefaultMaxConcurrent]).
+	MaxConcurrent int
+	// Timeout bounds one call (default [tool.DefaultTimeout]).
+	Timeout time.Duration
+	// Metadata is added to the micro service metadata.
+	Metadata map[string]string
+	// Logger receives one line per call and the selection; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = tool.DefaultMaxConcurrent
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = tool.DefaultTimeout
+	}
+	if c.Version == "" {
+		c.Version = natsbus.ServiceVersion
+	}
+	if c.Instance == "" {
+		c.Instance = defaultInstance()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports a config that cannot be served.
+func (c Config) Validate() error {
+	if err := a2a.CheckIdentity(c.Identity); err != nil {
+		return fmt.Errorf("%w: identity: %w", ErrInvalidConfig, err)
+	}
+	if c.Instance != "" {
+		if err := a2a.CheckIdentity(c.Instance); err != nil {
+			return fmt.Errorf("%w: instance: %w", ErrInvalidConfig, err)
+		}
+	}
+	return nil
+}
+
+var instanceUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+
+// defaultInstance labels this process: host name and pid, made safe for
+// the identity pattern.
+func defaultInstance() string {
+	host, _ := os.Hostname()
+	host = instanceUnsafe.ReplaceAllString(host, "-")
+	suffix := "-" + strconv.Itoa(os.Getpid())
+	if len(host)+len(suffix) > 64 {
+		host = host[:64-len(suffix)]
+	}
+	if host == "" {
+		return "pid" + suffix
+	}
+	return host + suffix
+}
+
+// Select splits tools into the served set and the dropped ones. Five
+// classes are dropped, each with its reason: no A2A exposure, cannot say
+// whether it is gated, gated (nobody on a bus can approve), invalid name,
+// and empty model description (nothing for a model to decide on). A second
+// tool with a name already taken is dropped too.
+func Select(tools []tool.Tool) (served []tool.Tool, dropped []tool.Dropped) {
+	seen := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		name := t.Name()
+		reason := ""
+		switch {
+		case !t.Exposure().Allows(tool.ExposeA2A):
+			reason = "not exposed over A2A (posture " + t.Exposure().String() + ")"
+		case t.Confirmation() == tool.ConfirmUnknown:
+			reason = "cannot say whether it is gated; refused rather than served ungated"
+		case t.Confirmation() == tool.ConfirmRequired:
+			reason = "gated (ai:confirm or confirm_tags): nobody on the bus can approve it"
+		case !tool.ValidName(name):
+			reason = "invalid name: must match " + tool.NamePattern()
+		case t.ModelDescription() == "":
+			reason = "empty description: a model has nothing to decide on"
+		case seen[name]:
+			reason = "name already served by an earlier tool"
+		}
+		if reason != "" {
+			dropped = append(dropped, tool.Dropped{Name: name, Reason: reason})
+			continue
+		}
+		seen[name] = true
+		served = append(served, t)
+	}
+	return served, dropped
+}
+
+// Server answers discovery and tool calls for one identity. Its tool set
+// and card are fixed at [New]: a dropped tool is neither advertised nor
+// callable.
+type Server struct {
+	cfg     Config
+	self    a2a.Participant
+	served  []tool.Tool
+	dropped []tool.Dropped
+	byName  map[string]tool.Tool
+	card    *a2a.CardReply
+	sem     chan struct{}
+	log     *slog.Logger
+
+	// lifetime is the parent of every call's context; cancelled last on
+	// Stop, after in-flight calls had their chance to finish.
+	lifetime context.Context
+	cancel   context.CancelFunc
+	// stopping is closed when Stop begins, releasing handlers waiting for
+	// a slot.
+	stopping chan struct{}
+	inflight sync.WaitGroup
+
+	mu  sync.Mutex // guards svc and stopped
+	svc *natsbus.Service
+	// stopped is set once Stop has run.
+	stopped bool
+}
+
+// New selects the served set from tools and computes the agent card.
+func New(cfg Config, tools []tool.Tool) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	served, dropped := Select(tools)
+	for _, d := range dropped {
+		cfg.Logger.Info("tool not served over A2A", "agent", cfg.Identity, "tool", d.Name, "reason", d.Reason)
+	}
+	if len(served) == 0 {
+		return nil, fmt.Errorf("%w for %s (%d dropped; see the reasons logged, or run `a2a-agent info`)", ErrNothingToServe, cfg.Identity, len(dropped))
+	}
+	card := a2a.AgentCard{
+		Name:        cfg.Identity,
+		Version:     cfg.Version,
+		Description: cfg.Description,
+		Protocols:   []string{a2a.ProtocolDiscoveryRequest, a2a.ProtocolToolRequest},
+		Tools:       make([]a2a.ToolDescriptor, 0, len(served)),
+	}
+	byName := make(map[string]tool.Tool, len(served))
+	for _, t := range served {
+		byName[t.Name()] = t
+		card.Tools = append(card.Tools, a2a.ToolDescriptor{
+			Name:        t.Name(),
+			Description: t.ModelDescription(),
+			InputSchema: t.InputSchema(),
+		})
+	}
+	cr, err := a2a.NewCardReply(card)
+	if err != nil {
+		return nil, fmt.Errorf("building agent card: %w", err)
+	}
+	lifetime, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:      cfg,
+		self:     a2a.Participant{Name: cfg.Identity, Instance: cfg.Instance},
+		served:   served,
+		dropped:  dropped,
+		byName:   byName,
+		card:     cr,
+		sem:      make(chan struct{}, cfg.MaxConcurrent),
+		log:      cfg.Logger,
+		lifetime: lifetime,
+		cancel:   cancel,
+		stopping: make(chan struct{}),
+	}, nil
+}
+
+// Served returns the served tools in selection order.
+func (s *Server) Served() []tool.Tool { return s.served }
+
+// Dropped returns the tools left out and why.
+func (s *Server) Dropped() []tool.Dropped { return s.dropped }
+
+// Card returns the agent card.
+func (s *Server) Card() a2a.AgentCard { return s.card.Card() }
+
+// Self is the participant this server answers as.
+func (s *Server) Self() a2a.Participant { return s.self }
+
+// Start registers the micro service on nc, which the caller owns and must
+// keep open until Stop returns.
+func (s *Server) Start(nc *nats.Conn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errors.New("starting A2A server: already stopped")
+	}
+	if s.svc != nil {
+		return errors.New("starting A2A server: already started")
+	}
+	md := map[string]string{
+		"fiskfleet.protocol":       "io.choria.fisk-ai.v1",
+		"fiskfleet.instance":       s.cfg.Instance,
+		"fiskfleet.pid":            strconv.Itoa(os.Getpid()),
+		"fiskfleet.tools":          strconv.Itoa(len(s.served)),
+		"fiskfleet.max_concurrent": strconv.Itoa(s.cfg.MaxConcurrent),
+		"fiskfleet.tool_timeout":   s.cfg.Timeout.String(),
+		"fiskfleet.version":        s.cfg.Version,
+	}
+	for k, v := range s.cfg.Metadata {
+		md[k] = v
+	}
+	desc := s.cfg.Description
+	if desc == "" {
+		desc = "fiskfleet agent " + s.cfg.Identity
+	}
+	svc, err := natsbus.Serve(nc, natsbus.ServiceConfig{
+		Identity:    s.cfg.Identity,
+		Description: desc,
+		Metadata:    md,
+		Discovery:   s.handleDiscovery,
+		Tool:        s.handleTool,
+		ErrorHandler: func(err error) {
+			s.log.Error("nats service error", "agent", s.cfg.Identity, "error", err)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	s.svc = svc
+	return nil
+}
+
+// Stop stops intake, lets in-flight calls finish until ctx is done, then
+// cancels the rest and waits for their workers. It is idempotent.
+func (s *Server) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	svc := s.svc
+	s.mu.Unlock()
+
+	close(s.stopping)
+	var err error
+	if svc != nil {
+		err = svc.Stop()
+	}
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.log.Warn("stopping with calls in flight; cancelling them", "agent", s.cfg.Identity)
+	}
+	s.cancel()
+	<-done
+	return err
+}

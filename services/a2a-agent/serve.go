@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/natsconn"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// env is what commands write to, bound by main so tests of the binary see
+// exactly what an operator sees.
+type env struct {
+	stdout  io.Writer
+	version string
+}
+
+// exitCode is an error that ends the process with that code and no message:
+// `call` mirrors the command's own exit code.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
+
+type serveCmd struct {
+	Config       string        `help:"Agent configuration file (agent.yaml)." type:"existingfile" required:"" env:"A2A_AGENT_CONFIG"`
+	DrainTimeout time.Duration `help:"How long a stop waits for in-flight calls before cancelling them." default:"10s" env:"A2A_AGENT_DRAIN_TIMEOUT"`
+}
+
+// loadA2A reads the config for mode and loads the application's commands.
+func loadA2A(ctx context.Context, path string, mode config.Mode, log *slog.Logger) (*config.Config, *fiskapp.App, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	warnings, err := cfg.Validate(mode)
+	for _, w := range warnings {
+		log.Warn(w, "agent", cfg.Identity)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.ApplicationPath == "" {
+		return cfg, nil, nil
+	}
+	app, err := fiskapp.Load(ctx, fiskapp.OptionsFrom(cfg))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: application_path: %w", cfg.File, err)
+	}
+	return cfg, app, nil
+}
+
+func serverConfig(cfg *config.Config, version string, log *slog.Logger) server.Config {
+	sc := server.Config{Identity: cfg.Identity, Version: version, Logger: log}
+	if a := cfg.Expose.Agent.A2A; a != nil {
+		sc.MaxConcurrent = a.MaxConcurrentTools
+		sc.Timeout = a.ToolTimeout.Duration
+	}
+	if sc.Version == "dev" || sc.Version == "" {
+		sc.Version = natsbus.ServiceVersion
+	}
+	sc.Metadata = map[string]string{"fiskfleet.application": cfg.ApplicationPath}
+	return sc
+}
+
+func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	cfg, app, err := loadA2A(ctx, c.Config, config.ModeA2AServe, log)
+	if err != nil {
+		return err
+	}
+	for _, d := range app.Dropped {
+		log.Info("tool not loaded", "agent", cfg.Identity, "tool", d.Name, "reason", d.Reason)
+	}
+	srv, err := server.New(serverConfig(cfg, e.version, log), app.Tools())
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	nc, err := natsconn.Connect(natsconn.Options{Context: cfg.NATSContext, Name: "a2a-agent " + cfg.Identity, Logger: log})
+	if err != nil {
+		return fmt.Errorf("%s: nats_context: %w", cfg.File, err)
+	}
+	defer nc.Close()
+	if err := srv.Start(nc); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(srv.Served()))
+	for _, t := range srv.Served() {
+		names = append(names, t.Name())
+	}
+	log.Info("serving over A2A",
+		"agent", cfg.Identity,
+		"instance", srv.Self().Instance,
+		"discovery_subject", natsbus.DiscoverySubject(cfg.Identity),
+		"tool_subject", natsbus.ToolSubject(cfg.Identity),
+		"queue_group", cfg.Identity,
+		"tools", strings.Join(names, ","),
+		"dropped", len(srv.Dropped()))
+
+	<-ctx.Done()
+	log.Info("stopping: draining in-flight calls", "agent", cfg.Identity, "timeout", c.DrainTimeout)
+	stopCtx, cancel := context.WithTimeout(context.Background(), c.DrainTimeout)
+	defer cancel()
+	if err := srv.Stop(stopCtx); err != nil {
+		return err
+	}
+	if err := nc.Drain(); err != nil {
+		log.Warn("draining nats connection", "error", err)
+	}
+	log.Info("stopped", "agent", cfg.Identity)
+	return nil
+}
+
+type infoCmd struct {
+	Config string `help:"Agent configuration file (agent.yaml)." type:"existingfile" required:"" env:"A2A_AGENT_CONFIG"`
+}
+
+func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	cfg, app, err := loadA2A(ctx, c.Config, config.ModeInfo, log)
+	if err != nil {
+		return err
+	}
+	if app == nil {
+		return fmt.Errorf("%s: nothing to list: add application_path", cfg.File)
+	}
+	served, dropped := server.Select(app.Tools())
+	fmt.Fprintf(e.stdout, "agent %s over A2A: %s, %s\n\n", cfg.Identity, natsbus.DiscoverySubject(cfg.Identity), natsbus.ToolSubject(cfg.Identity))
+	return tool.Listing{Served: served, Dropped: append(app.Dropped, dropped...)}.Write(e.stdout)
+}
