@@ -1,0 +1,77 @@
+package remotetools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// Caller is the A2A client side the importer needs; *a2a.Client is one.
+type Caller interface {
+	Discover(ctx context.Context, identity string) (*a2a.DiscoveryReply, error)
+	CallTool(ctx context.Context, identity, name string, input json.RawMessage) (*a2a.ToolReply, error)
+}
+
+// tagsPrefix starts the trailing line a model description carries its tags
+// on; discovery has no tags field, so this is the only place they travel.
+const tagsPrefix = "Tags: "
+
+// splitTags separates a model description into the description and the
+// tags of its trailing "Tags:" line, so a remote tool gets the same
+// annotations a local one would.
+func splitTags(desc string) (string, []string) {
+	i := strings.LastIndex(desc, tagsPrefix)
+	if i < 0 || (i > 0 && desc[i-1] != '\n') || strings.Contains(desc[i:], "\n") {
+		return desc, nil
+	}
+	var tags []string
+	for _, t := range strings.Split(desc[i+len(tagsPrefix):], ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			tags = append(tags, t)
+		}
+	}
+	return strings.TrimRight(desc[:i], "\n"), tags
+}
+
+// newRemoteTool builds the local tool for n: served over MCP only, never
+// gated locally (the serving agent already refused its gated tools), no
+// local argument checks (the serving agent decides), and a result rebuilt
+// into the same CommandResult JSON a local command gives.
+func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
+	desc, tags := splitTags(n.Tool.Description)
+	title := strings.ReplaceAll(n.Remote, "_", " ") + " (" + n.Host + ")"
+	return tool.NewFunc(tool.FuncSpec{
+		Name:         n.Local,
+		Title:        title,
+		Description:  desc,
+		Tags:         tags,
+		InputSchema:  n.Tool.InputSchema,
+		Exposure:     tool.ExposeMCP,
+		Confirmation: tool.ConfirmNone,
+		Remote:       true,
+		Call: func(ctx context.Context, req tool.Request) (tool.Outcome, error) {
+			reply, err := c.CallTool(ctx, n.Host, n.Remote, req.Input)
+			switch {
+			case errors.Is(err, a2a.ErrAgentUnavailable):
+				return tool.Failure(fmt.Sprintf("remote agent %s is unavailable (tool %s): %v", n.Host, n.Remote, err)), nil
+			case err != nil:
+				return tool.Failure(fmt.Sprintf("calling %s on remote agent %s: %v", n.Remote, n.Host, err)), nil
+			case reply.IsError:
+				return tool.Failure(fmt.Sprintf("remote agent %s: %s", n.Host, reply.Output)), nil
+			}
+			if res, ok := reply.CommandResult(); ok {
+				return tool.Outcome{Result: &res}, nil
+			}
+			if json.Valid([]byte(reply.Output)) {
+				return tool.Outcome{JSON: json.RawMessage(reply.Output)}, nil
+			}
+			text, _ := json.Marshal(reply.Output) // a string always marshals
+			return tool.Outcome{JSON: text}, nil
+		},
+	})
+}
