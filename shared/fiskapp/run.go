@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -245,6 +246,47 @@ func (w *capWriter) Write(p []byte) (int, error) {
 	}
 	w.dropped += int64(len(p) - max(n, 0))
 	return len(p), nil
+}
+
+// discardSize is the scratch buffer ReadFrom counts dropped output through.
+const discardSize = 8 << 10
+
+// ReadFrom reads r to EOF straight into the kept buffer, then counts the
+// rest through a small scratch buffer. exec copies the pipe with io.Copy,
+// which would otherwise allocate a 32 KiB buffer per call, most of the
+// memory a small call costs.
+func (w *capWriter) ReadFrom(r io.Reader) (int64, error) {
+	var total int64
+	var discard []byte
+	for {
+		var p []byte
+		keeping := len(w.buf) < w.limit
+		if keeping {
+			if len(w.buf) == cap(w.buf) {
+				// Grow by doubling from 512 bytes, never past the cap.
+				w.buf = slices.Grow(w.buf, min(w.limit-len(w.buf), max(512, len(w.buf))))
+			}
+			p = w.buf[len(w.buf):min(cap(w.buf), w.limit)]
+		} else {
+			if discard == nil {
+				discard = make([]byte, discardSize)
+			}
+			p = discard
+		}
+		n, err := r.Read(p)
+		total += int64(n)
+		if keeping {
+			w.buf = w.buf[:len(w.buf)+n]
+		} else {
+			w.dropped += int64(n)
+		}
+		if errors.Is(err, io.EOF) {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
 }
 
 // String returns the kept output as valid UTF-8. When the cut at the cap
