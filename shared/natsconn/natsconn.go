@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/jsm.go/natscontext"
@@ -27,8 +30,10 @@ const (
 
 // Options configure [Connect].
 type Options struct {
-	// Context is the nats context name (nats_context in agent.yaml). Empty
-	// means the CLI's selected context.
+	// Context is the nats context (nats_context in agent.yaml): a name
+	// as `nats context ls` lists it, or the path of a context file, as the
+	// nats CLI's --context also accepts. Empty means the CLI's selected
+	// context.
 	Context string
 	// Name is the connection name servers show in monitoring; it should
 	// carry the identity, e.g. "a2a-agent demo".
@@ -46,7 +51,7 @@ func Connect(opts Options) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	nctx, err := natscontext.New(opts.Context, true)
+	nctx, err := load(opts.Context)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q (set nats_context to a context listed by `nats context ls`): %w", ErrContext, opts.Context, err)
 	}
@@ -87,4 +92,14 @@ func Backoff(attempts int) time.Duration {
 		d = min(backoffBase<<attempts, backoffMax)
 	}
 	return d + rand.N(d/5+1)
+}
+
+// load reads a context by name, or from a file when ctx names one.
+func load(ctx string) (*natscontext.Context, error) {
+	if strings.ContainsRune(ctx, filepath.Separator) || strings.HasSuffix(ctx, ".json") {
+		if _, err := os.Stat(ctx); err == nil {
+			return natscontext.NewFromFile(ctx)
+		}
+	}
+	return natscontext.New(ctx, true)
 }

@@ -1,0 +1,123 @@
+package natsconn_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fiskfleet/fiskfleet/shared/natsconn"
+	"github.com/fiskfleet/fiskfleet/shared/natstest"
+)
+
+// syncBuffer is a log sink safe for the connection's callback goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestConnectByNameAndByFile(t *testing.T) {
+	srv := natstest.StartFromConfig(t, `
+authorization {
+  users = [ { user: "agent", password: "s3cret" } ]
+}`)
+	dir := srv.WriteContext(t, t.TempDir(), "fleet", map[string]string{"user": "agent", "password": "s3cret"})
+	t.Setenv("XDG_CONFIG_HOME", dir)
+
+	tests := []struct {
+		name, context string
+	}{
+		{"by name", "fleet"},
+		{"by file", filepath.Join(dir, "nats", "context", "fleet.json")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, err := natsconn.Connect(natsconn.Options{Context: tt.context, Name: "a2a-agent demo"})
+			if err != nil {
+				t.Fatalf("connecting: %v", err)
+			}
+			defer nc.Close()
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if got := nc.Opts.Name; got != "a2a-agent demo" {
+				t.Errorf("connection name: got %q, want %q", got, "a2a-agent demo")
+			}
+			if got := nc.Opts.MaxReconnect; got != -1 {
+				t.Errorf("max reconnects: got %d, want -1 (unlimited)", got)
+			}
+		})
+	}
+}
+
+func TestConnectErrors(t *testing.T) {
+	srv := natstest.StartFromConfig(t, `
+authorization {
+  users = [ { user: "agent", password: "s3cret" } ]
+}`)
+	dir := srv.WriteContext(t, t.TempDir(), "wrongpass", map[string]string{"user": "agent", "password": "nope"})
+	t.Setenv("XDG_CONFIG_HOME", dir)
+
+	_, err := natsconn.Connect(natsconn.Options{Context: "missing"})
+	if !errors.Is(err, natsconn.ErrContext) || !strings.Contains(err.Error(), "nats_context") {
+		t.Errorf("missing context: got %v, want ErrContext naming nats_context", err)
+	}
+	_, err = natsconn.Connect(natsconn.Options{Context: "wrongpass"})
+	if err == nil || !strings.Contains(err.Error(), "wrongpass") {
+		t.Errorf("bad credentials: got %v, want an error naming the context", err)
+	}
+}
+
+func TestReconnectIsLogged(t *testing.T) {
+	srv := natstest.Start(t)
+	dir := srv.WriteContext(t, t.TempDir(), "fleet", nil)
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	var logs syncBuffer
+	nc, err := natsconn.Connect(natsconn.Options{Context: "fleet", Name: "test", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	srv.Restart()
+	waitFor(t, "reconnect", func() bool { return nc.IsConnected() && nc.Stats().Reconnects > 0 })
+	waitFor(t, "log lines", func() bool {
+		return strings.Contains(logs.String(), "nats disconnected") && strings.Contains(logs.String(), "nats reconnected")
+	})
+}
+
+func TestBackoff(t *testing.T) {
+	for attempts, want := range map[int]time.Duration{0: 100 * time.Millisecond, 1: 200 * time.Millisecond, 3: 800 * time.Millisecond, 10: 5 * time.Second, 100: 5 * time.Second} {
+		got := natsconn.Backoff(attempts)
+		if got < want || got > want+want/5 {
+			t.Errorf("Backoff(%d): got %s, want %s plus at most 20%% jitter", attempts, got, want)
+		}
+	}
+}
