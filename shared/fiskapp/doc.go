@@ -8,7 +8,10 @@
 // becomes a [Command] (a [tool.Tool]) named by its command path joined with
 // "_", unless a rule drops it; each drop is recorded in [App.Dropped] with a
 // reason an operator can act on. ai:deny is applied first and cannot be
-// undone by any filter.
+// undone by any filter. What a group command says applies below it: ai:deny
+// and hidden carry down, and a command without tags of its own takes those
+// of its nearest tagged parent, so a tag on "bench js" reaches the
+// subcommands that publish.
 //
 // [Command.Call] builds the argv with fisk's own [fisk.CmdModel.ArgsFromJSON]
 // and runs it in its own process group with an empty stdin, stdout and

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path"
 	"slices"
 	"strings"
@@ -42,8 +43,9 @@ const (
 // Options configures [Load]. The zero value of every field but Path means
 // its default.
 type Options struct {
-	// Path is the fisk application binary, as given to exec (a bare name is
-	// looked up in PATH).
+	// Path is the fisk application binary. A bare name is looked up in
+	// PATH once, by [Load], so every call runs the binary that was
+	// introspected.
 	Path string
 	// Include keeps only tools that match one of its name globs
 	// (path.Match syntax) or carry one of its tags; empty keeps all.
@@ -147,6 +149,12 @@ func Load(ctx context.Context, opts Options) (*App, error) {
 			return nil, err
 		}
 	}
+
+	bin, err := exec.LookPath(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: finding %s: %w", ErrIntrospect, opts.Path, err)
+	}
+	opts.Path = bin
 
 	r := newRunner(opts)
 	out, err := introspect(ctx, opts.Path, r.scrub, opts.IntrospectTimeout, opts.MaxIntrospectBytes)
@@ -348,7 +356,7 @@ func (fl filter) match(name string, tags []string) (glob, tag string) {
 func decodeModel(appPath string, out []byte) (*fisk.ApplicationModel, error) {
 	out = bytes.TrimSpace(out)
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: %w: %s printed nothing for --fisk-introspect; is it built with github.com/choria-io/fisk?", ErrIntrospect, ErrNotFisk, appPath)
+		return nil, fmt.Errorf("%w: %w: %s printed nothing for --fisk-introspect (it must be built with github.com/choria-io/fisk)", ErrIntrospect, ErrNotFisk, appPath)
 	}
 	var m fisk.ApplicationModel
 	if err := json.Unmarshal(out, &m); err != nil {

@@ -547,3 +547,17 @@ func TestNATSCLI(t *testing.T) {
 		t.Errorf("got %d impact:ro tools, want %d (non-zero)", len(ro.Commands), wantRO)
 	}
 }
+
+func TestLoadBareName(t *testing.T) {
+	// t.Setenv: not parallel.
+	bin := demoPath(t)
+	t.Setenv("PATH", filepath.Dir(bin))
+	app, err := fiskapp.Load(t.Context(), fiskapp.Options{Path: filepath.Base(bin)})
+	if err != nil {
+		t.Fatalf("loading by bare name: %v", err)
+	}
+	argv, err := app.Commands[0].Argv(nil)
+	if err != nil || argv[0] != bin {
+		t.Errorf("got argv %q (%v), want it to start with the resolved %s", argv, err, bin)
+	}
+}

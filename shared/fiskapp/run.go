@@ -151,7 +151,7 @@ func introspect(ctx context.Context, appPath string, scrub map[string]struct{}, 
 		return nil, fmt.Errorf("%w: %w: %s printed more than %d bytes for --fisk-introspect", ErrIntrospect, ErrTooLarge, appPath, maxBytes)
 	case g.interrupted() && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		g.settle(cmd.Process.Pid)
-		return nil, fmt.Errorf("%w: %s did not answer --fisk-introspect within %s; is it a fisk application? %w", ErrIntrospect, appPath, timeout, ctx.Err())
+		return nil, fmt.Errorf("%w: %s did not answer --fisk-introspect within %s (a fisk application answers at once): %w", ErrIntrospect, appPath, timeout, ctx.Err())
 	case g.interrupted():
 		g.settle(cmd.Process.Pid)
 		return nil, fmt.Errorf("%w: %s: %w", ErrIntrospect, appPath, ctx.Err())
@@ -162,7 +162,7 @@ func introspect(ctx context.Context, appPath string, scrub map[string]struct{}, 
 		if msg != "" {
 			msg = ": " + msg
 		}
-		return nil, fmt.Errorf("%w: %s --fisk-introspect failed (is it a fisk application?): %w%s", ErrIntrospect, appPath, err, msg)
+		return nil, fmt.Errorf("%w: %s --fisk-introspect failed (it must be a fisk application): %w%s", ErrIntrospect, appPath, err, msg)
 	}
 	return stdout.buf, nil
 }
