@@ -102,16 +102,7 @@ type App struct {
 	Commands []*Command
 	// Dropped lists every leaf command that is not a tool, with why, in the
 	// application's declared order.
-	Dropped []Dropped
-}
-
-// Dropped is a leaf command that [Load] did not turn into a tool.
-type Dropped struct {
-	// Name is the tool name the command would have had.
-	Name string
-	// Reason says which rule dropped it, naming the configuration key when
-	// one did (for example "excluded by exclude.tags impact:rw").
-	Reason string
+	Dropped []tool.Dropped
 }
 
 // Tools returns the commands as [tool.Tool] values, for servers that take
@@ -187,7 +178,7 @@ func Load(ctx context.Context, opts Options) (*App, error) {
 			}
 		}
 		if reason != "" {
-			app.Dropped = append(app.Dropped, Dropped{Name: name, Reason: reason})
+			app.Dropped = append(app.Dropped, tool.Dropped{Name: name, Reason: reason})
 			return
 		}
 		cmd, err := newCommand(l, name, opts, r)
@@ -266,7 +257,7 @@ func isGroup(c *fisk.CmdModel) bool { return c.CmdGroupModel != nil && len(c.Com
 // dropCollisions drops both sides of any name shared by two commands
 // (possible since "a_b" and "a b" join to the same name): keeping either
 // would make which command a name runs depend on declaration order.
-func dropCollisions(cmds []*Command, dropped *[]Dropped) []*Command {
+func dropCollisions(cmds []*Command, dropped *[]tool.Dropped) []*Command {
 	byName := make(map[string][]*Command, len(cmds))
 	for _, c := range cmds {
 		byName[c.name] = append(byName[c.name], c)
@@ -284,7 +275,7 @@ func dropCollisions(cmds []*Command, dropped *[]Dropped) []*Command {
 				others = append(others, fmt.Sprintf("%q", o.title))
 			}
 		}
-		*dropped = append(*dropped, Dropped{Name: c.name, Reason: "name collides with command " + strings.Join(others, ", ")})
+		*dropped = append(*dropped, tool.Dropped{Name: c.name, Reason: "name collides with command " + strings.Join(others, ", ")})
 	}
 	return kept
 }

@@ -27,7 +27,7 @@ func TestLoadDemo(t *testing.T) {
 	if got := names(app.Commands); !slices.Equal(got, demoTools) {
 		t.Fatalf("got tools %v, want %v", got, demoTools)
 	}
-	wantDropped := []fiskapp.Dropped{
+	wantDropped := []tool.Dropped{
 		{Name: "linger", Reason: "hidden command"},
 		{Name: "destroy", Reason: "tagged ai:deny"},
 	}
