@@ -1,0 +1,205 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// Call outcomes, as logged.
+const (
+	outcomeOK        = "ok"
+	outcomeError     = "error"
+	outcomeInvalid   = "invalid"
+	outcomeUnknown   = "unknown_tool"
+	outcomeDenied    = "denied"
+	outcomeRefused   = "refused"
+	outcomeRequested = "approval_requested"
+	outcomeBusy      = "canceled_waiting"
+	outcomeTimeout   = "timeout"
+	outcomeCanceled  = "canceled"
+	outcomeFailed    = "failed"
+)
+
+// record is what the one log line of a call says. For gated calls it
+// carries the command line, never the raw arguments.
+type record struct {
+	tool     string
+	protocol string
+	outcome  string
+	command  string
+	approval string
+	exitCode *int
+	message  string
+	// warn raises the line to warn level: a gated tool ran unasked
+	// because the client cannot elicit.
+	warn bool
+}
+
+// handle runs one tools/call for name: input checks, the approval gate,
+// a slot of the semaphore, then the call under the timeout. Every outcome
+// is a result; nothing here is a protocol error.
+func (s *Server) handle(ctx context.Context, name string, req mcp.CallToolRequest) *mcp.CallToolResult {
+	start := time.Now()
+	rec := &record{tool: name, protocol: server.RequestProtocolVersion(ctx)}
+	res := s.call(ctx, name, req, rec)
+	s.logCall(rec, time.Since(start))
+	return res
+}
+
+func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest, rec *record) *mcp.CallToolResult {
+	e := (*s.entries.Load())[name]
+	if e == nil {
+		// Only reachable in the moment a replacement removes a tool:
+		// mcp-go answers names it never registered itself.
+		return rec.fail(outcomeUnknown, fmt.Sprintf("unknown tool %q", name))
+	}
+	input, err := callInput(req)
+	if err != nil {
+		return rec.fail(outcomeInvalid, fmt.Sprintf("invalid arguments for %s: %v", name, err))
+	}
+	if msg := e.validate(input); msg != "" {
+		return rec.fail(outcomeInvalid, fmt.Sprintf("invalid arguments for %s: %s", name, msg))
+	}
+
+	if e.gated {
+		line, err := e.commandLine(input)
+		if err != nil {
+			return rec.fail(outcomeInvalid, err.Error())
+		}
+		rec.command = line
+		if res, run := s.gate(ctx, e, req, input, line, rec); !run {
+			return res
+		}
+	}
+
+	// The slot is taken only now, after any approval: a human deciding
+	// holds no execution slot.
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		return rec.fail(outcomeBusy, fmt.Sprintf("%s was not run: the request ended while waiting for a free slot (expose.agent.mcp.max_concurrent_tools is %d)", name, s.cfg.MaxConcurrent))
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	out, err := e.tool.Call(runCtx, tool.Request{Input: input, Prompter: tool.DenyAll{}})
+	switch {
+	case err != nil && ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		msg := fmt.Sprintf("%s did not finish within the tool timeout of %s (expose.agent.mcp.tool_timeout)", name, s.cfg.Timeout)
+		if e.liner != nil {
+			msg += "; its process group was killed"
+		}
+		return rec.fail(outcomeTimeout, msg)
+	case err != nil && ctx.Err() != nil:
+		return rec.fail(outcomeCanceled, fmt.Sprintf("%s was interrupted: the client went away or the gateway is stopping", name))
+	case err != nil:
+		return rec.fail(outcomeFailed, fmt.Sprintf("%s could not run: %v", name, err))
+	case out.IsError:
+		return rec.fail(outcomeError, out.Message)
+	case out.Result != nil:
+		rec.outcome = outcomeOK
+		code := out.Result.ExitCode
+		rec.exitCode = &code
+		return &mcp.CallToolResult{
+			Content:           []mcp.Content{mcp.NewTextContent(out.Text())},
+			StructuredContent: out.Result,
+		}
+	default:
+		// An in-process tool's output is already the JSON the client asked
+		// for: it travels verbatim.
+		rec.outcome = outcomeOK
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(out.JSON))}}
+	}
+}
+
+// fail records an outcome and returns the in-band error result for it.
+func (r *record) fail(outcome, message string) *mcp.CallToolResult {
+	r.outcome = outcome
+	r.message = message
+	return mcp.NewToolResultError(message)
+}
+
+func (s *Server) logCall(rec *record, d time.Duration) {
+	attrs := []any{
+		"agent", s.cfg.Identity,
+		"tool", rec.tool,
+		"duration", d.Round(time.Microsecond),
+		"outcome", rec.outcome,
+	}
+	if rec.exitCode != nil {
+		attrs = append(attrs, "exit_code", *rec.exitCode)
+	}
+	if rec.command != "" {
+		attrs = append(attrs, "command", rec.command)
+	}
+	if rec.approval != "" {
+		attrs = append(attrs, "approval", rec.approval)
+	}
+	if rec.protocol != "" {
+		attrs = append(attrs, "protocol", rec.protocol)
+	}
+	if rec.message != "" {
+		attrs = append(attrs, "error", rec.message)
+	}
+	level := slog.LevelInfo
+	if rec.warn {
+		level = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), level, "tool call", attrs...)
+}
+
+// callInput returns the call's arguments as raw JSON: nil for none (absent
+// or null), the object otherwise. Anything but an object is an error, for
+// every tool kind alike.
+func callInput(req mcp.CallToolRequest) (json.RawMessage, error) {
+	raw := bytes.TrimSpace(req.Params.RawArguments)
+	if len(raw) == 0 && req.Params.Arguments != nil {
+		b, err := json.Marshal(req.Params.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("encoding arguments: %w", err)
+		}
+		raw = b
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, fmt.Errorf("arguments must be a JSON object, got %s", jsonKind(raw[0]))
+	}
+	return json.RawMessage(raw), nil
+}
+
+// jsonKind names the JSON kind a value starting with b has, for messages.
+func jsonKind(b byte) string {
+	switch {
+	case b == '[':
+		return "an array"
+	case b == '"':
+		return "a string"
+	case b == 't' || b == 'f':
+		return "a boolean"
+	case b == '-' || (b >= '0' && b <= '9'):
+		return "a number"
+	}
+	return "invalid JSON"
+}
+
+// commandLine is what an approval form names: the exact command line for
+// a command tool, else the tool name and its canonical input.
+func (e *entry) commandLine(input json.RawMessage) (string, error) {
+	if e.liner != nil {
+		return e.liner.CommandLine(input)
+	}
+	return e.def.Name + " " + string(canonical(input)), nil
+}

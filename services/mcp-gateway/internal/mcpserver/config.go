@@ -1,0 +1,127 @@
+package mcpserver
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// Defaults for the zero values of [Config], and the fixed limits.
+const (
+	// DefaultAddress is where the gateway listens when nothing else is
+	// configured. Loopback is deliberate: anything that reaches the port can
+	// call tools, so serving beyond this host must be an explicit choice.
+	DefaultAddress = "127.0.0.1:8080"
+	// DefaultApprovalTimeout bounds how long a gated call waits for the
+	// human: long enough to read a command line and decide, short enough
+	// that an abandoned prompt does not hold a request open for ever.
+	DefaultApprovalTimeout = 2 * time.Minute
+	// DefaultMaxBodyBytes caps one request body. A tools/call carries a
+	// few hundred bytes of arguments; the cap only stops a client from
+	// making the server buffer arbitrary amounts of memory.
+	DefaultMaxBodyBytes = 4 << 20
+	// ShutdownTimeout is how long a stop waits for in-flight requests once
+	// the base context is cancelled: one Ctrl-C must end the process
+	// promptly even with clients attached.
+	ShutdownTimeout = 5 * time.Second
+	// sessionIdleTTL is how long a session-based client may stay silent
+	// before its session is forgotten; it then gets a 404 and starts a new
+	// session. Without it every client that never says goodbye would be
+	// remembered until the process ends.
+	sessionIdleTTL = time.Hour
+	// maxPendingApprovals bounds the approvals issued to clients of the
+	// 2026-07-28 revision and not yet redeemed or expired, so a client that
+	// never retries cannot grow the table without limit.
+	maxPendingApprovals = 1024
+)
+
+// Config configures a [Server]. The zero value of every field but Identity
+// means its default.
+type Config struct {
+	// Identity names the server to clients and appears in every log line.
+	Identity string
+	// Version is the server version clients see; empty means "0.0.0".
+	Version string
+	// Address is the host:port [Server.Serve] binds; empty means
+	// [DefaultAddress].
+	Address string
+	// Instructions are sent to clients when they connect: how to use the
+	// tools, in the operator's words.
+	Instructions string
+	// MaxConcurrent bounds the calls running at once, commands and
+	// built-ins together; 0 means [tool.DefaultMaxConcurrent].
+	MaxConcurrent int
+	// Timeout bounds one call's run time (not its approval wait); 0 means
+	// [tool.DefaultTimeout].
+	Timeout time.Duration
+	// Confirm is the confirm_over_mcp policy; empty means
+	// [config.ConfirmAuto].
+	Confirm config.ConfirmPolicy
+	// ApprovalTimeout bounds the wait for a human's answer; 0 means
+	// [DefaultApprovalTimeout]. Tests shorten it.
+	ApprovalTimeout time.Duration
+	// AuthToken, when set, is the bearer token every request must carry.
+	AuthToken string
+	// MaxBodyBytes caps one request body (413 beyond it); 0 means
+	// [DefaultMaxBodyBytes].
+	MaxBodyBytes int64
+	// Listening, when set, is called once [Server.Serve] has bound its
+	// address, with the address actually bound (the port is known even
+	// when 0 was asked for).
+	Listening func(addr net.Addr)
+	// Logger receives one line per call, the selection and the lifecycle;
+	// nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Version == "" {
+		c.Version = "0.0.0"
+	}
+	if c.Address == "" {
+		c.Address = DefaultAddress
+	}
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = tool.DefaultMaxConcurrent
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = tool.DefaultTimeout
+	}
+	if c.Confirm == "" {
+		c.Confirm = config.ConfirmAuto
+	}
+	if c.ApprovalTimeout <= 0 {
+		c.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports a config that cannot be served, naming the key to fix.
+func (c Config) Validate() error {
+	if err := a2a.CheckIdentity(c.Identity); err != nil {
+		return fmt.Errorf("%w: identity: %w", ErrInvalidConfig, err)
+	}
+	switch c.Confirm {
+	case "", config.ConfirmAuto, config.ConfirmAlways, config.ConfirmNever:
+	default:
+		return fmt.Errorf("%w: expose.agent.mcp.confirm_over_mcp %q: want auto, always or never", ErrInvalidConfig, c.Confirm)
+	}
+	if c.MaxConcurrent < 0 {
+		return fmt.Errorf("%w: expose.agent.mcp.max_concurrent_tools %d: want a positive number", ErrInvalidConfig, c.MaxConcurrent)
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("%w: expose.agent.mcp.tool_timeout %s: want a positive duration", ErrInvalidConfig, c.Timeout)
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+// Package mcpserver is the MCP mode of the gateway: it registers tools of
+// every kind on one mcp-go server, gates the ones that need approval behind
+// MCP elicitation, bounds every call, and serves the lot over streamable
+// HTTP at /mcp on an http.Server of its own.
+//
+// # Registration
+//
+// Every tool kind goes through one list and one handler. Tools arrive in
+// sources ([SourceLocal] first, then the others by name); within the local
+// source the caller puts the application's commands before the built-ins.
+// The first tool to claim a name keeps it, so a built-in can never shadow a
+// command and strip its gate. [New] refuses a collision outright; [Build]
+// skips the loser with a warning, as a backstop for callers that bypass
+// [New]. Tools that cannot say whether they are gated, that do not declare
+// MCP exposure or whose name is not a valid tool name are dropped, each with
+// a reason ([Select]). [Server.SetTools] replaces one source while serving
+// and makes mcp-go announce notifications/tools/list_changed when what
+// clients see changed.
+//
+// # Calls
+//
+// A call is checked (the input must be a JSON object matching a local
+// tool's input schema), then gated (only tools that answer
+// [tool.ConfirmRequired]), then waits for a slot of the shared semaphore,
+// then runs under the per-call timeout. The approval wait comes before the
+// slot and outside the timeout, so a human deliberating holds no execution
+// slot. Every failure is an in-band result with isError set; a handler never
+// answers with a protocol error.
+//
+// # Approval
+//
+// The gate asks the human on the other end through a form with one required
+// boolean. Clients of the session-based protocol revisions are asked with a
+// server-initiated elicitation/create request, bounded by the approval
+// timeout. Clients of the 2026-07-28 revision get an input_required result
+// carrying the same form and an opaque requestState: a single-use random
+// nonce the server keeps, keyed to the tool name and the digest of the
+// canonical arguments and expiring with the approval timeout. The retried
+// call must present the nonce with the same tool and arguments, or it is
+// denied. The gate is a courtesy, not an enforcement boundary: under
+// confirm_over_mcp auto a client that cannot elicit runs gated tools
+// ungated, and ai:deny is the only reliable exclusion.
+//
+// # Access
+//
+// mcp-go's DNS-rebinding protection stays on: a request arriving on a
+// loopback connection must carry a loopback Host header. An optional bearer
+// token is required on every request when configured, and request bodies are
+// capped.
+package mcpserver

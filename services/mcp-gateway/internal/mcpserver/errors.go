@@ -1,0 +1,24 @@
+package mcpserver
+
+import "errors"
+
+// Errors returned by [New], [Build], [Server.SetTools] and [Server.Serve].
+// Each is wrapped with the detail that names what to fix.
+var (
+	// ErrInvalidConfig is a [Config] that cannot be served.
+	ErrInvalidConfig = errors.New("invalid MCP server config")
+	// ErrCollision is two tools claiming one name. The model addresses
+	// every tool by one flat name, so a strict server refuses to guess.
+	ErrCollision = errors.New("tool name collision")
+	// ErrListen is an address the server could not bind.
+	ErrListen = errors.New("listening for MCP clients")
+)
+
+// Errors that deny an approval presented on a retried call. They end up in
+// the in-band denial text.
+var (
+	errApprovalUnknown  = errors.New("the approval is unknown or was already used")
+	errApprovalExpired  = errors.New("the approval expired")
+	errApprovalMismatch = errors.New("the approval was given for another tool or other arguments")
+	errApprovalsFull    = errors.New("too many approvals are pending")
+)

@@ -1,0 +1,263 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// demoBin is the fiskdemo binary TestMain builds once for the package.
+var demoBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "mcpserver-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "creating a temp dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	demoBin = filepath.Join(dir, "fiskdemo")
+	build := exec.Command("go", "build", "-o", demoBin, "github.com/fiskfleet/fiskfleet/integration/fiskdemo")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building fiskdemo (run the tests inside the go.work workspace):", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// loadDemo loads the demo application's commands. A short kill grace keeps
+// timeout tests quick.
+func loadDemo(tb testing.TB, opts fiskapp.Options) *fiskapp.App {
+	tb.Helper()
+	opts.Path = demoBin
+	if opts.KillGrace == 0 {
+		opts.KillGrace = 100 * time.Millisecond
+	}
+	app, err := fiskapp.Load(tb.Context(), opts)
+	if err != nil {
+		tb.Fatalf("loading fiskdemo: %v", err)
+	}
+	return app
+}
+
+// command returns the demo command named name.
+func command(tb testing.TB, app *fiskapp.App, name string) *fiskapp.Command {
+	tb.Helper()
+	for _, c := range app.Commands {
+		if c.Name() == name {
+			return c
+		}
+	}
+	tb.Fatalf("fiskdemo has no command %q", name)
+	return nil
+}
+
+// testLogger discards logs unless -v is given, when it writes to the test
+// log.
+func testLogger(tb testing.TB) *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tbWriter struct{ tb testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// startServer builds a strict server for tools and serves its handler on
+// an httptest server (127.0.0.1, ephemeral port). It returns the server and
+// the /mcp URL.
+func startServer(tb testing.TB, cfg Config, tools []tool.Tool) (*Server, string) {
+	tb.Helper()
+	if cfg.Identity == "" {
+		cfg.Identity = "demo"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(tb)
+	}
+	s, err := New(cfg, tools)
+	if err != nil {
+		tb.Fatalf("building the server: %v", err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	tb.Cleanup(func() {
+		s.Close()
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return s, hs.URL + "/mcp"
+}
+
+// era is one of the two protocol eras mcp-go speaks.
+type era struct {
+	name string
+	opts []client.ClientOption
+	// modern is whether the client should end up on 2026-07-28 or later.
+	modern bool
+}
+
+var (
+	legacyEra = era{name: "legacy", opts: []client.ClientOption{client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION)}}
+	modernEra = era{name: "modern", modern: true}
+	eras      = []era{legacyEra, modernEra}
+)
+
+// connect starts an initialised mcp-go client for url in era e and checks
+// that it negotiated that era.
+func connect(tb testing.TB, url string, e era, topts []transport.StreamableHTTPCOption, copts ...client.ClientOption) *client.Client {
+	tb.Helper()
+	tr, err := transport.NewStreamableHTTP(url, topts...)
+	if err != nil {
+		tb.Fatalf("creating the transport: %v", err)
+	}
+	c := client.NewClient(tr, append(append([]client.ClientOption(nil), e.opts...), copts...)...)
+	ctx := tb.Context()
+	if err := c.Start(ctx); err != nil {
+		tb.Fatalf("starting the client: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	req := mcp.InitializeRequest{}
+	req.Params.ClientInfo = mcp.Implementation{Name: "mcpserver-test", Version: "0"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		tb.Fatalf("initialising the client: %v", err)
+	}
+	if got := mcp.IsModernProtocol(c.ProtocolVersion()); got != e.modern {
+		tb.Fatalf("client negotiated %q: got modern %t, want %t", c.ProtocolVersion(), got, e.modern)
+	}
+	return c
+}
+
+// callTool calls name with args and fails the test on a protocol error.
+func callTool(tb testing.TB, c *client.Client, name string, args any) *mcp.CallToolResult {
+	tb.Helper()
+	res, err := tryCall(tb.Context(), c, name, args)
+	if err != nil {
+		tb.Fatalf("calling %s: %v", name, err)
+	}
+	return res
+}
+
+func tryCall(ctx context.Context, c *client.Client, name string, args any) (*mcp.CallToolResult, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	return c.CallTool(ctx, req)
+}
+
+// resultText joins a result's text content.
+func resultText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := mcp.AsTextContent(c); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// commandResult decodes a command tool's result text.
+func commandResult(tb testing.TB, res *mcp.CallToolResult) tool.CommandResult {
+	tb.Helper()
+	if res.IsError {
+		tb.Fatalf("got an error result %q, want a command result", resultText(res))
+	}
+	var cr tool.CommandResult
+	if err := json.Unmarshal([]byte(resultText(res)), &cr); err != nil {
+		tb.Fatalf("decoding the command result %q: %v", resultText(res), err)
+	}
+	return cr
+}
+
+// elicitor is a client elicitation handler backed by a function; it counts
+// the requests it sees and keeps the last one.
+type elicitor struct {
+	fn    func(ctx context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error)
+	mu    sync.Mutex // guards calls and last
+	calls int
+	last  mcp.ElicitationRequest
+}
+
+func (e *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	e.mu.Lock()
+	e.calls++
+	e.last = req
+	e.mu.Unlock()
+	return e.fn(ctx, req)
+}
+
+func (e *elicitor) seen() (int, mcp.ElicitationRequest) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calls, e.last
+}
+
+// answer returns an elicitation result with action and content.
+func answer(action mcp.ElicitationResponseAction, content any) *mcp.ElicitationResult {
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: action, Content: content}}
+}
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex // guards now
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// exists reports whether path exists.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}

@@ -1,0 +1,311 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// Server serves tools to MCP clients over streamable HTTP. It is safe for
+// concurrent use; [Server.SetTools] may replace a source while calls run.
+type Server struct {
+	cfg        Config
+	log        *slog.Logger
+	strict     bool
+	mcp        *server.MCPServer
+	streamable *server.StreamableHTTPServer
+	handler    http.Handler
+	// sem holds one token per running call, commands and built-ins alike.
+	sem       chan struct{}
+	approvals *approvals
+	// entries maps each served name to its entry. It is replaced whole,
+	// never modified, so a call reads it without a lock.
+	entries atomic.Pointer[map[string]*entry]
+
+	mu      sync.Mutex // guards sources, served, dropped and defs; serialises SetTools
+	sources map[string][]tool.Tool
+	served  []tool.Tool
+	dropped []tool.Dropped
+	// defs is the JSON of what tools/list shows, to tell whether a
+	// replacement changed anything clients see.
+	defs []byte
+
+	closeOnce sync.Once
+}
+
+// New builds the server that `serve` runs, with tools as the
+// [SourceLocal] source (commands first, then built-ins). It is strict: two
+// tools claiming one name is an error wrapping [ErrCollision] that names
+// both claimants, here and in every later [Server.SetTools]. Other drops
+// (see [Select]) are logged as warnings and listed by [Server.Dropped].
+func New(cfg Config, tools []tool.Tool) (*Server, error) { return build(cfg, tools, true) }
+
+// Build is the lenient form of [New]: a tool whose name is already claimed
+// is skipped with a warning instead of failing, as a backstop for callers
+// that did not go through [New]. The first claim still wins.
+func Build(cfg Config, tools []tool.Tool) (*Server, error) { return build(cfg, tools, false) }
+
+func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		strict:    strict,
+		sem:       make(chan struct{}, cfg.MaxConcurrent),
+		approvals: newApprovals(cfg.ApprovalTimeout, maxPendingApprovals, time.Now),
+		sources:   map[string][]tool.Tool{},
+	}
+	empty := map[string]*entry{}
+	s.entries.Store(&empty)
+	opts := []server.ServerOption{
+		// listChanged: remote tools come and go while serving, and
+		// clients must hear about it.
+		server.WithToolCapabilities(true),
+		server.WithRecovery(),
+	}
+	if cfg.Instructions != "" {
+		opts = append(opts, server.WithInstructions(cfg.Instructions))
+	}
+	s.mcp = server.NewMCPServer(cfg.Identity, cfg.Version, opts...)
+	s.streamable = server.NewStreamableHTTPServer(s.mcp,
+		server.WithEndpointPath("/mcp"),
+		// Stateful: a session-based client's capabilities live in its
+		// session. An unknown session id (say, after a restart) must get a
+		// 404 so the client starts over and declares elicitation again,
+		// rather than a blank session that cannot be asked and, under
+		// confirm_over_mcp auto, would run gated tools unasked.
+		server.WithStateful(true),
+		server.WithSessionIdleTTL(sessionIdleTTL),
+		server.WithStreamableHTTPLogger(cfg.Logger),
+		// DNS-rebinding protection (a loopback connection must carry a
+		// loopback Host header) stays on: WithDisableLocalhostProtection
+		// is deliberately never passed.
+	)
+	s.handler = s.buildHandler()
+	if err := s.SetTools(SourceLocal, tools); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if cfg.Confirm == config.ConfirmNever {
+		s.log.Warn("gated tools run without asking anyone: expose.agent.mcp.confirm_over_mcp is never",
+			"agent", cfg.Identity)
+	}
+	return s, nil
+}
+
+// SetTools replaces the tools of source (an empty list removes it) and
+// re-registers everything: [SourceLocal] first, then the other sources by
+// name, the first claim of a name winning, so the same inputs always give
+// the same names. When what clients see changed, mcp-go sends
+// notifications/tools/list_changed. On a strict server (see [New]) a
+// collision is an error wrapping [ErrCollision] and leaves the served set
+// as it was. Calls already running keep the tool they started with.
+func (s *Server) SetTools(source string, tools []tool.Tool) error {
+	if source == "" {
+		return fmt.Errorf("%w: a tool source needs a name", ErrInvalidConfig)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	next := maps.Clone(s.sources)
+	if len(tools) == 0 {
+		delete(next, source)
+	} else {
+		next[source] = slices.Clone(tools)
+	}
+	order := slices.Sorted(maps.Keys(next))
+	if i := slices.Index(order, SourceLocal); i > 0 {
+		order = slices.Insert(slices.Delete(order, i, i+1), 0, SourceLocal)
+	}
+
+	prev := *s.entries.Load()
+	claims := map[string]claim{}
+	var (
+		entries    []*entry
+		dropped    []tool.Dropped
+		collisions []string
+		schemaErrs []error
+	)
+	for _, src := range order {
+		for _, t := range next[src] {
+			reason, collision := consider(claims, src, t)
+			if reason == "" {
+				if err := mcp.ValidateParamHeaderAnnotations(&mcp.Tool{Name: t.Name(), RawInputSchema: t.InputSchema()}); err != nil {
+					reason = "invalid x-mcp-header annotations in its input schema: " + err.Error()
+					delete(claims, t.Name())
+				}
+			}
+			if reason != "" {
+				dropped = append(dropped, tool.Dropped{Name: t.Name(), Reason: reason})
+				if collision != "" {
+					collisions = append(collisions, collision)
+				}
+				continue
+			}
+			e, err := newEntry(src, t, prev[t.Name()])
+			if err != nil {
+				schemaErrs = append(schemaErrs, err)
+			}
+			entries = append(entries, e)
+		}
+	}
+	if s.strict && len(collisions) > 0 {
+		return fmt.Errorf("%w: %s", ErrCollision, strings.Join(collisions, "; "))
+	}
+
+	for _, err := range schemaErrs {
+		s.log.Warn("input schema not checked locally", "agent", s.cfg.Identity, "error", err)
+	}
+	for _, d := range dropped {
+		if !slices.Contains(s.dropped, d) {
+			s.log.Warn("tool not served over MCP", "agent", s.cfg.Identity, "tool", d.Name, "reason", d.Reason)
+		}
+	}
+
+	byName := make(map[string]*entry, len(entries))
+	served := make([]tool.Tool, len(entries))
+	registrations := make([]server.ServerTool, len(entries))
+	defs := make([]mcp.Tool, len(entries))
+	for i, e := range entries {
+		byName[e.def.Name] = e
+		served[i] = e.tool
+		registrations[i] = s.serverTool(e.def)
+		defs[i] = e.def
+	}
+	encoded, err := json.Marshal(defs)
+	if err != nil {
+		return fmt.Errorf("encoding tool definitions: %w", err)
+	}
+
+	s.sources, s.served, s.dropped = next, served, dropped
+	s.entries.Store(&byName)
+	if s.defs == nil || !bytes.Equal(encoded, s.defs) {
+		// Replaces the whole registry and tells every connected client;
+		// skipped when nothing a client sees changed, so a periodic
+		// refresh that finds the same tools is silent.
+		s.mcp.SetTools(registrations...)
+	}
+	s.defs = encoded
+	return nil
+}
+
+// serverTool is the mcp-go registration of a definition: every tool kind
+// shares one handler, which looks the entry up by name at call time.
+func (s *Server) serverTool(def mcp.Tool) server.ServerTool {
+	name := def.Name
+	return server.ServerTool{Tool: def, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return s.handle(ctx, name, req), nil
+	}}
+}
+
+// Served returns the served tools in registration order.
+func (s *Server) Served() []tool.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.served)
+}
+
+// Dropped returns the tools left out, with the reason for each.
+func (s *Server) Dropped() []tool.Dropped {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.dropped)
+}
+
+// Handler returns the server's HTTP handler: mcp-go's streamable server at
+// /mcp behind the bearer-token check and the body cap. [Server.Serve] serves
+// it; tests may mount it on an httptest server.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve listens on the configured address and serves until ctx ends, then
+// shuts down within [ShutdownTimeout]. It closes the server when it
+// returns.
+func (s *Server) Serve(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Address)
+	if err != nil {
+		return fmt.Errorf("%w on %s: %w", ErrListen, s.cfg.Address, err)
+	}
+	return s.serveListener(ctx, ln)
+}
+
+// serveListener serves on ln until ctx ends. The listener is closed when it
+// returns.
+//
+// http.Server.Shutdown neither cancels request contexts nor ends held-open
+// SSE streams, so a single Ctrl-C would wait on every attached client. The
+// connections' base context is therefore cancelled first, which unblocks
+// those streams (and interrupts running calls), then Shutdown gets
+// [ShutdownTimeout].
+func (s *Server) serveListener(ctx context.Context, ln net.Listener) error {
+	defer s.Close()
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:     s.handler,
+		BaseContext: func(net.Listener) context.Context { return base },
+		// Bounds a client that opens a connection and dribbles its headers;
+		// no write timeout, since SSE streams legitimately stay open.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	s.log.Info("serving over MCP", "agent", s.cfg.Identity, "address", ln.Addr().String(), "tools", len(s.Served()))
+	if s.cfg.Listening != nil {
+		s.cfg.Listening(ln.Addr())
+	}
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving MCP on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+
+	s.log.Info("stopping", "agent", s.cfg.Identity, "timeout", ShutdownTimeout)
+	cancelBase()
+	shutCtx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(shutCtx)
+	<-served // http.ErrServerClosed once Shutdown has begun
+	if err != nil {
+		_ = hs.Close()
+		s.log.Warn("connections still open after the shutdown budget were closed", "agent", s.cfg.Identity, "error", err)
+	}
+	s.log.Info("stopped", "agent", s.cfg.Identity)
+	return nil
+}
+
+// Close ends every session and stops the session sweeper. It is
+// idempotent; [Server.Serve] calls it on return, and a server only used
+// through [Server.Handler] must be closed by its owner.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+		defer cancel()
+		if err := s.streamable.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			s.log.Warn("closing MCP sessions", "agent", s.cfg.Identity, "error", err)
+		}
+	})
+}
