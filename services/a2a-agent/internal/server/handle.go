@@ -61,13 +61,21 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		s.answer(r, req, &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("unknown tool %q: %s serves %d tools; discover them first", req.Name, s.cfg.Identity, len(s.served))})
 		return
 	}
+	stopping := &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("agent %s is stopping; call again", s.cfg.Identity)}
 	select {
 	case s.sem <- struct{}{}:
 	case <-s.stopping:
-		s.answer(r, req, &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("agent %s is stopping; call again", s.cfg.Identity)})
+		s.answer(r, req, stopping)
 		return
 	}
-	s.inflight.Add(1)
+	// Both cases above may be ready at once, and micro keeps delivering the
+	// requests already buffered after Stop: admit refuses them once Stop
+	// has begun, so no call starts that Stop would not wait for.
+	if !s.admit() {
+		<-s.sem
+		s.answer(r, req, stopping)
+		return
+	}
 	go func() {
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()

@@ -158,10 +158,23 @@ type Server struct {
 	stopping chan struct{}
 	inflight sync.WaitGroup
 
-	mu  sync.Mutex // guards svc and stopped
+	// mu guards svc and stopped, and orders every inflight.Add before
+	// Stop's inflight.Wait.
+	mu  sync.Mutex
 	svc *natsbus.Service
-	// stopped is set once Stop has run.
+	// stopped is set once Stop has begun; no call is admitted after it.
 	stopped bool
+}
+
+// admit counts a call as in flight, unless Stop has begun.
+func (s *Server) admit() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
 }
 
 // New selects the served set from tools and computes the agent card.
@@ -226,7 +239,8 @@ func (s *Server) Card() a2a.AgentCard { return s.card.Card() }
 func (s *Server) Self() a2a.Participant { return s.self }
 
 // Start registers the micro service on nc, which the caller owns and must
-// keep open until Stop returns.
+// keep open until Stop returns. When Start returns nil the NATS server
+// knows the service: requests sent from any connection reach it.
 func (s *Server) Start(nc *nats.Conn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -264,6 +278,12 @@ func (s *Server) Start(nc *nats.Conn) error {
 	})
 	if err != nil {
 		return err
+	}
+	// A round trip to the server, so the subscriptions are registered when
+	// Start returns: a caller told "serving" must not get no responders.
+	if err := nc.Flush(); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("registering %s with the NATS server: %w", s.cfg.Identity, err)
 	}
 	s.svc = svc
 	return nil

@@ -1,0 +1,255 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/natstest"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// demoPackage is the demo fisk application the tests serve. This module
+// must not import integration, so it is built with the go command.
+const demoPackage = "github.com/fiskfleet/fiskfleet/integration/fiskdemo"
+
+// demo is the demo binary built once per test binary by TestMain.
+var demo struct {
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "a2a-server-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "creating build directory:", err)
+		os.Exit(1)
+	}
+	demo.path, demo.err = buildDemo(dir)
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildDemo builds the demo app from the workspace root, where go.work
+// makes the integration module visible.
+func buildDemo(dir string) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding working directory: %w", err)
+	}
+	root := wd
+	for {
+		if _, err := os.Stat(filepath.Join(root, "go.work")); err == nil {
+			break
+		}
+		parent := filepath.Dir(root)
+		if parent == root {
+			return "", fmt.Errorf("no go.work above %s: the demo app is built from the workspace", wd)
+		}
+		root = parent
+	}
+	out := filepath.Join(dir, "fiskdemo")
+	cmd := exec.Command("go", "build", "-o", out, demoPackage)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s in %s: %w\n%s", demoPackage, root, err, b)
+	}
+	return out, nil
+}
+
+// demoTools loads the demo app with opts (Path is filled in) and returns
+// its tools.
+func demoTools(tb testing.TB, opts fiskapp.Options) []tool.Tool {
+	tb.Helper()
+	if demo.err != nil {
+		tb.Fatal(demo.err)
+	}
+	opts.Path = demo.path
+	app, err := fiskapp.Load(tb.Context(), opts)
+	if err != nil {
+		tb.Fatalf("loading the demo app: %v", err)
+	}
+	return app.Tools()
+}
+
+// testLogger discards everything unless -v is set, where it writes to the
+// test log so a failing run shows the agent's view.
+func testLogger(tb testing.TB) *slog.Logger {
+	tb.Helper()
+	if !testing.Verbose() {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tbWriter struct{ tb testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// newServer builds a server for tools, failing tb on error.
+func newServer(tb testing.TB, cfg server.Config, tools []tool.Tool) *server.Server {
+	tb.Helper()
+	if cfg.Identity == "" {
+		cfg.Identity = "demo"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(tb)
+	}
+	srv, err := server.New(cfg, tools)
+	if err != nil {
+		tb.Fatalf("server.New: %v", err)
+	}
+	return srv
+}
+
+// startServer starts srv on nc and stops it at the end of the test.
+func startServer(tb testing.TB, srv *server.Server, nc *nats.Conn) {
+	tb.Helper()
+	if err := srv.Start(nc); err != nil {
+		tb.Fatalf("Start: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Stop(ctx); err != nil {
+			tb.Errorf("Stop: %v", err)
+		}
+	})
+}
+
+// serveDemo starts an embedded NATS server and an agent serving the demo
+// app's tools with cfg and opts, and returns the NATS server and a client.
+func serveDemo(tb testing.TB, cfg server.Config, opts fiskapp.Options) (*natstest.Server, *a2a.Client, *server.Server) {
+	tb.Helper()
+	ns := natstest.Start(tb)
+	srv := newServer(tb, cfg, demoTools(tb, opts))
+	startServer(tb, srv, ns.Connect(tb))
+	return ns, newClient(tb, ns.Connect(tb), "tester"), srv
+}
+
+// newClient returns an A2A client sending as name over nc.
+func newClient(tb testing.TB, nc *nats.Conn, name string, opts ...natsbus.Option) *a2a.Client {
+	tb.Helper()
+	c, err := a2a.NewClient(natsbus.NewTransport(nc, opts...), a2a.Participant{Name: name})
+	if err != nil {
+		tb.Fatalf("NewClient: %v", err)
+	}
+	return c
+}
+
+// callTool calls name on identity with input under a bounded context and
+// fails tb when the call cannot be made.
+func callTool(tb testing.TB, c *a2a.Client, identity, name, input string) *a2a.ToolReply {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(tb.Context(), 20*time.Second)
+	defer cancel()
+	var in json.RawMessage
+	if input != "" {
+		in = json.RawMessage(input)
+	}
+	reply, err := c.CallTool(ctx, identity, name, in)
+	if err != nil {
+		tb.Fatalf("CallTool(%s, %s): %v", identity, name, err)
+	}
+	return reply
+}
+
+// cardNames returns the tool names an agent card advertises.
+func cardNames(card a2a.AgentCard) []string {
+	out := make([]string, len(card.Tools))
+	for i, t := range card.Tools {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// fakeTool is a tool.Tool whose every answer is set by the test, for what
+// tool.NewFunc refuses to build (an invalid name, a tool that cannot say
+// whether it is gated). calls counts Call invocations.
+type fakeTool struct {
+	name     string
+	desc     string
+	confirm  tool.Confirmation
+	exposure tool.Exposure
+	mu       sync.Mutex // guards calls
+	calls    int
+}
+
+func (f *fakeTool) Name() string             { return f.name }
+func (f *fakeTool) Description() string      { return f.desc }
+func (f *fakeTool) ModelDescription() string { return f.desc }
+func (f *fakeTool) Tags() []string           { return nil }
+func (f *fakeTool) Title() string            { return f.name }
+func (f *fakeTool) InputSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{}}`)
+}
+func (f *fakeTool) Confirmation() tool.Confirmation { return f.confirm }
+func (f *fakeTool) Exposure() tool.Exposure         { return f.exposure }
+func (f *fakeTool) Call(context.Context, tool.Request) (tool.Outcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return tool.Outcome{JSON: json.RawMessage(`{"ran":true}`)}, nil
+}
+
+func (f *fakeTool) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// funcTool builds a tool.NewFunc tool, failing tb when the spec is refused.
+func funcTool(tb testing.TB, spec tool.FuncSpec) tool.Tool {
+	tb.Helper()
+	if spec.Call == nil {
+		spec.Call = func(context.Context, tool.Request) (tool.Outcome, error) {
+			return tool.Outcome{JSON: json.RawMessage(`{"ran":true}`)}, nil
+		}
+	}
+	t, err := tool.NewFunc(spec)
+	if err != nil {
+		tb.Fatalf("tool.NewFunc(%s): %v", spec.Name, err)
+	}
+	return t
+}
+
+// waitFor polls cond every 10ms until it holds or timeout passes.
+func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+// configFilter is an include filter naming tools.
+func configFilter(tools ...string) config.Filter { return config.Filter{Tools: tools} }
+
+// isUnavailable reports whether err is a round trip nobody answered.
+func isUnavailable(err error) bool { return errors.Is(err, a2a.ErrAgentUnavailable) }
