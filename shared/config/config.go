@@ -1,0 +1,238 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+
+	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// Config is one agent identity's configuration, as [Load] and [Parse] decode
+// it from agent.yaml; each field's key is in its yaml tag. A Config from
+// [Load] or [Parse] has its defaults filled in; in one built by hand, zero
+// means the default.
+type Config struct {
+	// Identity names the agent: it keys the NATS subjects and the queue
+	// group, and names the MCP server.
+	Identity string `yaml:"identity"`
+	// ApplicationPath is the fisk application binary whose commands are
+	// served.
+	ApplicationPath string `yaml:"application_path"`
+	// NATSContext names a nats context as `nats context add` writes it.
+	NATSContext string `yaml:"nats_context"`
+	// Include and Exclude filter the loaded commands by name glob and tag.
+	Include Filter `yaml:"include"`
+	Exclude Filter `yaml:"exclude"`
+	// ConfirmTags gate commands carrying them, as ai:confirm does.
+	ConfirmTags []string `yaml:"confirm_tags"`
+	// CredentialEnv names extra environment variables scrubbed from every
+	// command's environment.
+	CredentialEnv []string `yaml:"credential_env"`
+	// Expose selects the serving surfaces.
+	Expose Expose `yaml:"expose"`
+	// RemoteTools lists agents whose tools the gateway imports.
+	RemoteTools []RemoteHost `yaml:"remote_tools"`
+	// RemoteRefreshInterval is how often the gateway re-discovers its
+	// remote hosts; nil means [DefaultRemoteRefresh], 0 turns it off.
+	RemoteRefreshInterval *Duration `yaml:"remote_refresh_interval"`
+	// Knowledge locates the documents behind the knowledge built-ins.
+	Knowledge *Knowledge `yaml:"knowledge"`
+	// HumanInTheLoop and Memory are accepted for compatibility with agent
+	// files written for an agent loop; they have no effect when serving and
+	// are warned about.
+	HumanInTheLoop any `yaml:"human_in_the_loop"`
+	Memory         any `yaml:"memory"`
+
+	// File is the path the configuration was read from, for messages.
+	File string `yaml:"-"`
+}
+
+// Filter selects tools by name glob (path.Match syntax) and by tag.
+type Filter struct {
+	Tools []string `yaml:"tools"`
+	Tags  []string `yaml:"tags"`
+}
+
+// Empty reports whether the filter names nothing.
+func (f Filter) Empty() bool { return len(f.Tools) == 0 && len(f.Tags) == 0 }
+
+// ToolsFilter is expose.agent.tools: a narrowing applied after the top-level
+// include and exclude, for both servers.
+type ToolsFilter struct {
+	Include Filter `yaml:"include"`
+	Exclude Filter `yaml:"exclude"`
+}
+
+// Expose is the expose key.
+type Expose struct {
+	Agent Agent `yaml:"agent"`
+}
+
+// Agent is expose.agent.
+type Agent struct {
+	Tools ToolsFilter `yaml:"tools"`
+	// MCP enables the MCP gateway by its presence.
+	MCP *MCP `yaml:"mcp"`
+	// A2A configures A2A serving; serve_tools must be true to serve.
+	A2A *A2A `yaml:"a2a"`
+}
+
+// ConfirmPolicy is expose.agent.mcp.confirm_over_mcp.
+type ConfirmPolicy string
+
+// Confirm policies.
+const (
+	// ConfirmAuto elicits approval; a client that cannot elicit runs gated
+	// tools ungated, and that is logged.
+	ConfirmAuto ConfirmPolicy = "auto"
+	// ConfirmAlways elicits approval and refuses clients that cannot elicit.
+	ConfirmAlways ConfirmPolicy = "always"
+	// ConfirmNever never asks: the operator's explicit choice to run gated
+	// tools ungated.
+	ConfirmNever ConfirmPolicy = "never"
+)
+
+// MCP is expose.agent.mcp; its presence enables the MCP gateway.
+type MCP struct {
+	// Address and Port are where the gateway listens when no flag or
+	// environment variable says otherwise; unset, the gateway uses its own
+	// loopback default. Port 0 means unset.
+	Address string `yaml:"address"`
+	Port    int    `yaml:"port"`
+	// Instructions are sent to clients at initialisation.
+	Instructions string `yaml:"instructions"`
+	// MaxConcurrentTools bounds calls running at once: anything that reaches
+	// the port can call, and an external caller has no iteration budget.
+	// Zero means [tool.DefaultMaxConcurrent].
+	MaxConcurrentTools int `yaml:"max_concurrent_tools"`
+	// ToolTimeout bounds one call's run time, not counting the wait for
+	// approval. Zero means [tool.DefaultTimeout].
+	ToolTimeout Duration `yaml:"tool_timeout"`
+	// ConfirmOverMCP decides how gated tools are approved; empty means
+	// [ConfirmAuto].
+	ConfirmOverMCP ConfirmPolicy `yaml:"confirm_over_mcp"`
+	// Builtins is the allowlist of built-in tools to serve, by name (see
+	// [Builtins]). Empty serves none: built-ins are default-deny.
+	Builtins []string `yaml:"builtins"`
+	// AuthTokenEnv names an environment variable holding a bearer token
+	// every request must carry. Empty means no token is required.
+	AuthTokenEnv string `yaml:"auth_token_env"`
+}
+
+// A2A is expose.agent.a2a.
+type A2A struct {
+	// ServeTools must be true to serve over A2A: presence alone does not
+	// enable it, so a block kept for its limits cannot start serving.
+	ServeTools bool `yaml:"serve_tools"`
+	// MaxConcurrentTools bounds calls running at once; a busy agent stops
+	// reading so pressure reaches NATS. Zero means
+	// [tool.DefaultMaxConcurrent]. It is separate from the MCP knob because
+	// it bounds a different trust boundary: NATS peers that already passed
+	// account authentication.
+	MaxConcurrentTools int `yaml:"max_concurrent_tools"`
+	// ToolTimeout bounds one call's run time. Zero means
+	// [tool.DefaultTimeout].
+	ToolTimeout Duration `yaml:"tool_timeout"`
+}
+
+// RemoteHost is one entry of remote_tools. Discovery carries no tags, so a
+// tag exclude is rejected and a tag include is warned about and ignored.
+type RemoteHost struct {
+	// Host is the identity of the agent whose tools are imported.
+	Host string `yaml:"host"`
+	// Include and Exclude select the host's tools by name glob.
+	Include Filter `yaml:"include"`
+	Exclude Filter `yaml:"exclude"`
+}
+
+// Knowledge is the knowledge key.
+type Knowledge struct {
+	// Directory holds the documents behind the knowledge built-ins. A
+	// relative path is resolved against the working directory, as
+	// application_path is.
+	Directory string `yaml:"directory"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s",
+// "1m30s"). A bare number other than 0 is refused rather than guessed at:
+// "30" could mean seconds or nanoseconds.
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML decodes a Go duration string. A refusal is an [*Error]
+// naming the key, since the decoder does not say where a value came from.
+func (d *Duration) UnmarshalYAML(node ast.Node) error {
+	key, line := keyPath(node.GetPath()), nodeLine(node)
+	var text string
+	switch n := node.(type) {
+	case *ast.NullNode:
+		d.Duration = 0
+		return nil
+	case *ast.StringNode:
+		text = n.Value
+	case ast.ScalarNode:
+		text = n.GetToken().Value
+	default:
+		return &Error{Key: key, Line: line, Msg: fmt.Sprintf("%s: want a duration such as 30s, got %s", key, describeNode(node))}
+	}
+	v, err := time.ParseDuration(text)
+	if err != nil {
+		return &Error{Key: key, Line: line, Msg: fmt.Sprintf("%s: want a duration such as 30s or 1m30s, got %q", key, text), Err: err}
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalYAML writes the duration back as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// DefaultRemoteRefresh is how often the gateway re-discovers remote hosts
+// when remote_refresh_interval is not set: often enough that a restarted or
+// newly deployed agent's tools appear within a minute, rarely enough that
+// discovery traffic is noise on the bus.
+const DefaultRemoteRefresh = 30 * time.Second
+
+// RefreshInterval returns how often the gateway re-discovers its remote
+// hosts: remote_refresh_interval, [DefaultRemoteRefresh] when it is unset,
+// and 0 when the operator turned refreshing off.
+func (c *Config) RefreshInterval() time.Duration {
+	if c.RemoteRefreshInterval == nil {
+		return DefaultRemoteRefresh
+	}
+	return c.RemoteRefreshInterval.Duration
+}
+
+// withDefaults fills in every zero value that means a default. The serving
+// defaults are tool's, so the two servers and this file cannot disagree. An
+// explicit remote_refresh_interval of 0 stays 0: it turns refreshing off.
+func (c *Config) withDefaults() {
+	if m := c.Expose.Agent.MCP; m != nil {
+		if m.MaxConcurrentTools == 0 {
+			m.MaxConcurrentTools = tool.DefaultMaxConcurrent
+		}
+		if m.ToolTimeout.Duration == 0 {
+			m.ToolTimeout.Duration = tool.DefaultTimeout
+		}
+		if m.ConfirmOverMCP == "" {
+			m.ConfirmOverMCP = ConfirmAuto
+		}
+	}
+	if a := c.Expose.Agent.A2A; a != nil {
+		if a.MaxConcurrentTools == 0 {
+			a.MaxConcurrentTools = tool.DefaultMaxConcurrent
+		}
+		if a.ToolTimeout.Duration == 0 {
+			a.ToolTimeout.Duration = tool.DefaultTimeout
+		}
+	}
+	if c.RemoteRefreshInterval == nil {
+		c.RemoteRefreshInterval = &Duration{DefaultRemoteRefresh}
+	}
+}
+
+// Builtins returns the names of every built-in tool
+// expose.agent.mcp.builtins may list. The names are the knowledge
+// package's own, so they are spelled once.
+func Builtins() []string { return knowledge.ToolNames() }

@@ -1,0 +1,276 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+)
+
+// Mode is what the configuration is about to be used for; each needs
+// different keys.
+type Mode int
+
+// Modes. The zero Mode is none of them and [Config.Validate] refuses it.
+const (
+	// ModeMCP is `mcp-gateway serve`: serving over MCP.
+	ModeMCP Mode = iota + 1
+	// ModeA2AServe is `a2a-agent serve`: serving over NATS.
+	ModeA2AServe
+	// ModeInfo is either service's `info`: listing what would be served.
+	ModeInfo
+)
+
+// String names the mode for messages.
+func (m Mode) String() string {
+	switch m {
+	case ModeMCP:
+		return "mcp"
+	case ModeA2AServe:
+		return "a2a serve"
+	case ModeInfo:
+		return "info"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// envNamePattern is what credential_env and auth_token_env entries must look
+// like: a name a shell could export.
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// confirmPolicies are the values of confirm_over_mcp; empty means the
+// default.
+var confirmPolicies = []ConfirmPolicy{ConfirmAuto, ConfirmAlways, ConfirmNever}
+
+// Validate checks c for mode. Every refusal is an [*Error] naming the key
+// to add or fix and the file; several are joined with [errors.Join], one per
+// line. Warnings are settings that have no effect in mode or are ignored;
+// they are returned for the caller to log, even alongside an error. Validate
+// reads c only: it checks no file system or network.
+func (c *Config) Validate(mode Mode) (warnings []string, err error) {
+	v := &validator{file: c.File}
+	switch mode {
+	case ModeMCP, ModeA2AServe, ModeInfo:
+	default:
+		return nil, &Error{File: c.File, Msg: fmt.Sprintf("validating for unknown mode %s", mode)}
+	}
+
+	v.common(c)
+
+	switch mode {
+	case ModeMCP:
+		if c.Expose.Agent.MCP == nil {
+			v.fail("expose.agent.mcp", "MCP serving is not enabled: add expose.agent.mcp: {}")
+		}
+		if c.ApplicationPath == "" {
+			v.warn("no application_path: only built-ins and remote tools are served; add application_path to serve a fisk application's commands")
+		}
+		if len(c.RemoteTools) > 0 && c.NATSContext == "" {
+			v.fail("nats_context", "remote_tools needs a NATS connection to discover its hosts: add nats_context: NAME")
+		}
+	case ModeA2AServe:
+		if a := c.Expose.Agent.A2A; a == nil || !a.ServeTools {
+			v.fail("expose.agent.a2a.serve_tools", "A2A serving is not enabled: add expose.agent.a2a.serve_tools: true")
+		}
+		if c.ApplicationPath == "" {
+			v.fail("application_path", "A2A serving needs the fisk application whose commands it serves: add application_path: PATH")
+		}
+		if c.NATSContext == "" {
+			v.fail("nats_context", "A2A serving needs a NATS connection: add nats_context: NAME")
+		}
+	case ModeInfo:
+		if c.ApplicationPath == "" {
+			v.warn("no application_path: only built-ins and remote tools are listed; add application_path to list a fisk application's commands")
+		}
+		if len(c.RemoteTools) > 0 && c.NATSContext == "" {
+			v.warn("remote_tools are not listed without a NATS connection: add nats_context: NAME")
+		}
+	}
+
+	if c.HumanInTheLoop != nil {
+		v.warn("human_in_the_loop has no effect when serving: nobody is at this end to ask; remove it")
+	}
+	if c.Memory != nil {
+		v.warn("memory has no effect when serving: served calls keep no state; remove it")
+	}
+	return v.warnings, v.err()
+}
+
+// common holds the checks every mode makes.
+func (v *validator) common(c *Config) {
+	switch {
+	case c.Identity == "":
+		v.fail("identity", fmt.Sprintf("identity is required: add identity: NAME matching %s", a2a.IdentityPattern))
+	case !a2a.ValidIdentity(c.Identity):
+		v.failErr("identity", fmt.Sprintf("identity %q cannot name NATS subjects: fix identity", c.Identity), a2a.CheckIdentity(c.Identity))
+	}
+
+	v.filter("include", c.Include)
+	v.filter("exclude", c.Exclude)
+	v.filter("expose.agent.tools.include", c.Expose.Agent.Tools.Include)
+	v.filter("expose.agent.tools.exclude", c.Expose.Agent.Tools.Exclude)
+
+	for i, t := range c.ConfirmTags {
+		if strings.TrimSpace(t) == "" {
+			key := fmt.Sprintf("confirm_tags[%d]", i)
+			v.fail(key, fmt.Sprintf("%s is empty: remove it or name a tag such as impact:rw", key))
+		}
+	}
+	for i, name := range c.CredentialEnv {
+		v.envName(fmt.Sprintf("credential_env[%d]", i), name)
+	}
+
+	v.remoteTools(c.RemoteTools)
+	if r := c.RemoteRefreshInterval; r != nil && r.Duration < 0 {
+		v.fail("remote_refresh_interval", fmt.Sprintf("remote_refresh_interval must not be negative, got %s: fix remote_refresh_interval (0 turns refreshing off)", r.Duration))
+	}
+
+	if m := c.Expose.Agent.MCP; m != nil {
+		const key = "expose.agent.mcp"
+		if m.Port < 0 || m.Port > 65535 {
+			v.fail(key+".port", fmt.Sprintf("%s.port %d is not a TCP port: use 1-65535, or leave it out for the gateway's default", key, m.Port))
+		}
+		v.limits(key, m.MaxConcurrentTools, m.ToolTimeout)
+		if m.ConfirmOverMCP != "" && !slices.Contains(confirmPolicies, m.ConfirmOverMCP) {
+			v.fail(key+".confirm_over_mcp", fmt.Sprintf("%s.confirm_over_mcp %q is not one of auto, always, never: fix %s.confirm_over_mcp", key, m.ConfirmOverMCP, key))
+		}
+		if m.AuthTokenEnv != "" {
+			v.envName(key+".auth_token_env", m.AuthTokenEnv)
+		}
+		v.builtins(key+".builtins", m.Builtins, c.Knowledge)
+	}
+	if a := c.Expose.Agent.A2A; a != nil {
+		v.limits("expose.agent.a2a", a.MaxConcurrentTools, a.ToolTimeout)
+	}
+}
+
+// filter checks a {tools, tags} filter at key.
+func (v *validator) filter(key string, f Filter) {
+	v.globs(key+".tools", f.Tools)
+	for i, t := range f.Tags {
+		if strings.TrimSpace(t) == "" {
+			k := fmt.Sprintf("%s.tags[%d]", key, i)
+			v.fail(k, fmt.Sprintf("%s is empty: remove it or name a tag", k))
+		}
+	}
+}
+
+// globs checks that each entry of the list at key is a path.Match pattern.
+// Matching against "" walks the whole pattern, so a malformed one fails
+// here rather than on the first tool name it meets.
+func (v *validator) globs(key string, globs []string) {
+	for i, g := range globs {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		if g == "" {
+			v.fail(k, fmt.Sprintf("%s is empty: remove it or give a name glob such as stream_*", k))
+			continue
+		}
+		if _, err := path.Match(g, ""); err != nil {
+			v.failErr(k, fmt.Sprintf("%s %q is not a valid glob: fix %s", k, g, k), err)
+		}
+	}
+}
+
+// remoteTools checks remote_tools. Discovery carries no tags: a tag
+// exclude could not be honoured and would leave unwanted tools imported, so
+// it is refused; a tag include only narrows nothing, so it is a warning.
+func (v *validator) remoteTools(hosts []RemoteHost) {
+	seen := map[string]int{}
+	for i, h := range hosts {
+		key := fmt.Sprintf("remote_tools[%d]", i)
+		switch {
+		case h.Host == "":
+			v.fail(key+".host", fmt.Sprintf("%s.host is required: add %s.host: IDENTITY of the agent whose tools to import", key, key))
+		case !a2a.ValidIdentity(h.Host):
+			v.failErr(key+".host", fmt.Sprintf("%s.host %q is not an agent identity: fix %s.host", key, h.Host, key), a2a.CheckIdentity(h.Host))
+		default:
+			if first, dup := seen[h.Host]; dup {
+				v.fail(key+".host", fmt.Sprintf("%s.host %q repeats remote_tools[%d]: merge the two entries", key, h.Host, first))
+			} else {
+				seen[h.Host] = i
+			}
+		}
+		v.globs(key+".include.tools", h.Include.Tools)
+		v.globs(key+".exclude.tools", h.Exclude.Tools)
+		if len(h.Exclude.Tags) > 0 {
+			v.fail(key+".exclude.tags", fmt.Sprintf("%s.exclude.tags cannot be honoured: discovery carries no tags, so the tools would still be imported; remove it and exclude by name with %s.exclude.tools", key, key))
+		}
+		if len(h.Include.Tags) > 0 {
+			v.warn(fmt.Sprintf("%s.include.tags is ignored: discovery carries no tags; select tools by name with %s.include.tools", key, key))
+		}
+	}
+}
+
+// limits checks a server's max_concurrent_tools and tool_timeout under key.
+// Zero is the default; only a negative value is wrong.
+func (v *validator) limits(key string, maxConcurrent int, timeout Duration) {
+	if maxConcurrent < 0 {
+		v.fail(key+".max_concurrent_tools", fmt.Sprintf("%s.max_concurrent_tools must be at least 1, got %d: fix it, or leave it out for the default", key, maxConcurrent))
+	}
+	if timeout.Duration < 0 {
+		v.fail(key+".tool_timeout", fmt.Sprintf("%s.tool_timeout must be positive, got %s: fix it, or leave it out for the default", key, timeout.Duration))
+	}
+}
+
+// builtins checks the builtins allowlist at key: names must be known, and a
+// knowledge built-in needs the directory it serves.
+func (v *validator) builtins(key string, names []string, k *Knowledge) {
+	known := Builtins()
+	needsDocs := ""
+	for i, name := range names {
+		if !slices.Contains(known, name) {
+			k := fmt.Sprintf("%s[%d]", key, i)
+			v.fail(k, fmt.Sprintf("%s %q is not a built-in: use one of %s", k, name, strings.Join(known, ", ")))
+			continue
+		}
+		if needsDocs == "" && slices.Contains(knowledge.ToolNames(), name) {
+			needsDocs = name
+		}
+	}
+	if needsDocs != "" && (k == nil || k.Directory == "") {
+		v.fail("knowledge.directory", fmt.Sprintf("%s lists %s, which serves documents: add knowledge.directory: PATH", key, needsDocs))
+	}
+}
+
+// envName checks that the value at key is an environment variable name.
+func (v *validator) envName(key, name string) {
+	if !envNamePattern.MatchString(name) {
+		v.fail(key, fmt.Sprintf("%s %q is not an environment variable name: fix %s", key, name, key))
+	}
+}
+
+// validator collects refusals and warnings for one file.
+type validator struct {
+	file     string
+	problems []error
+	warnings []string
+}
+
+func (v *validator) fail(key, msg string) { v.failErr(key, msg, nil) }
+
+func (v *validator) failErr(key, msg string, cause error) {
+	v.problems = append(v.problems, &Error{File: v.file, Key: key, Msg: msg, Err: cause})
+}
+
+func (v *validator) warn(msg string) {
+	if v.file != "" {
+		msg = v.file + ": " + msg
+	}
+	v.warnings = append(v.warnings, msg)
+}
+
+// err returns the one refusal, all of them joined, or nil.
+func (v *validator) err() error {
+	switch len(v.problems) {
+	case 0:
+		return nil
+	case 1:
+		return v.problems[0]
+	}
+	return errors.Join(v.problems...)
+}
