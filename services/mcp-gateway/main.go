@@ -11,35 +11,38 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/fiskfleet/fiskfleet/shared/logging"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-type cli struct {
+type root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
+	logging.Flags
 
-	Serve serveCmd `cmd:"" help:"Serve the configured tools over MCP (streamable HTTP)."`
-}
-
-type serveCmd struct {
-	Config string `help:"Agent configuration file." type:"existingfile" required:"" env:"MCP_GATEWAY_CONFIG"`
-}
-
-func (c *serveCmd) Run(ctx context.Context) error {
-	return fmt.Errorf("serve: not built yet")
+	Serve serveCmd `cmd:"" help:"Serve the configured tools over MCP (streamable HTTP at /mcp)."`
+	Info  infoCmd  `cmd:"" help:"List what serve would serve, and why each dropped tool is dropped."`
 }
 
 func main() {
-	var c cli
-	kctx := kong.Parse(&c,
+	var r root
+	kctx := kong.Parse(&r,
 		kong.Name("mcp-gateway"),
 		kong.Description("Serve a fisk application's commands to MCP clients over streamable HTTP."),
 		kong.Vars{"version": version},
 		kong.UsageOnError(),
 	)
+	log, err := r.Logger(os.Stderr)
+	kctx.FatalIfErrorf(err)
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
-	kctx.FatalIfErrorf(kctx.Run())
+	kctx.Bind(log, env{stdout: os.Stdout, version: version, lookupEnv: os.LookupEnv})
+	if err := kctx.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "mcp-gateway: %v\n", err)
+		os.Exit(1)
+	}
 }

@@ -83,13 +83,13 @@ func consider(claims map[string]claim, source string, t tool.Tool) (reason, coll
 	return "", ""
 }
 
-// describe names a claimant for collision messages.
+// describe names a claimant for collision messages: a command by its path
+// as a user types it, any other tool by its name.
 func describe(source string, t tool.Tool) string {
-	kind := "in-process tool"
+	s := fmt.Sprintf("in-process tool %q", t.Name())
 	if _, ok := t.(commandLiner); ok {
-		kind = "command"
+		s = fmt.Sprintf("command %q", t.Title())
 	}
-	s := fmt.Sprintf("%s %q", kind, t.Title())
 	if source != SourceLocal {
 		s += " from " + source
 	}

@@ -1,0 +1,63 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"os/exec"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+)
+
+// echoInput is the call both echo benchmarks make, so their ratio is the
+// gateway's overhead over a direct exec of the same argv.
+var echoInput = json.RawMessage(`{"message":"hello"}`)
+
+// BenchmarkMCPCallEcho is one tools/call round trip through the real HTTP
+// server (2026-07-28 client, no session) to the demo echo command.
+func BenchmarkMCPCallEcho(b *testing.B) {
+	app := loadDemo(b, fiskapp.Options{})
+	_, url := startServer(b, Config{}, app.Tools())
+	c := connect(b, url, modernEra, nil)
+	var args map[string]any
+	_ = json.Unmarshal(echoInput, &args)
+	b.ReportAllocs()
+	for b.Loop() {
+		res := callTool(b, c, "echo", args)
+		if res.IsError {
+			b.Fatalf("got error %q", resultText(res))
+		}
+	}
+}
+
+// BenchmarkExecEchoDirect execs the argv the echo tool runs, with nothing
+// in between: the floor BenchmarkMCPCallEcho is compared with.
+func BenchmarkExecEchoDirect(b *testing.B) {
+	app := loadDemo(b, fiskapp.Options{})
+	argv, err := command(b, app, "echo").Argv(echoInput)
+	if err != nil {
+		b.Fatalf("building argv: %v", err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		if err != nil || string(out) != "hello\n" {
+			b.Fatalf("got %q, %v", out, err)
+		}
+	}
+}
+
+// BenchmarkToolsList is one tools/list round trip for the demo's tools.
+func BenchmarkToolsList(b *testing.B) {
+	app := loadDemo(b, fiskapp.Options{})
+	_, url := startServer(b, Config{}, app.Tools())
+	c := connect(b, url, modernEra, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := c.ListTools(b.Context(), mcp.ListToolsRequest{})
+		if err != nil || len(res.Tools) == 0 {
+			b.Fatalf("got %v, %v", res, err)
+		}
+	}
+}

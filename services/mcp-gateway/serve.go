@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// env is what commands read and write besides their flags, bound by main so
+// tests of the binary see exactly what an operator sees.
+type env struct {
+	stdout    io.Writer
+	version   string
+	lookupEnv func(string) (string, bool)
+}
+
+// Address defaults: the loopback interface, so serving beyond this host is
+// always an explicit choice.
+const (
+	defaultHost = "127.0.0.1"
+	defaultPort = 8080
+)
+
+type serveCmd struct {
+	Config  string `help:"Agent configuration file (agent.yaml)." type:"existingfile" required:"" env:"MCP_GATEWAY_CONFIG"`
+	Address string `help:"Address to listen on: a host, or host:port. Overrides expose.agent.mcp.address (default 127.0.0.1)." env:"MCP_GATEWAY_ADDRESS"`
+	Port    *int   `help:"Port to listen on; 0 picks a free one. Overrides expose.agent.mcp.port (default 8080)." env:"MCP_GATEWAY_PORT"`
+}
+
+func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	cfg, err := loadConfig(c.Config, config.ModeMCP, log)
+	if err != nil {
+		return err
+	}
+	m := cfg.Expose.Agent.MCP
+	token := ""
+	if m.AuthTokenEnv != "" {
+		v, ok := e.lookupEnv(m.AuthTokenEnv)
+		if !ok || strings.TrimSpace(v) == "" {
+			return fmt.Errorf("%s: expose.agent.mcp.auth_token_env names %s, which is not set: export %s with the token clients must send, or remove expose.agent.mcp.auth_token_env",
+				cfg.File, m.AuthTokenEnv, m.AuthTokenEnv)
+		}
+		token = strings.TrimSpace(v)
+	}
+
+	tools, appDropped, err := localTools(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	for _, d := range appDropped {
+		log.Info("tool not loaded", "agent", cfg.Identity, "tool", d.Name, "reason", d.Reason)
+	}
+
+	addr, err := resolveAddress(c.Address, c.Port, m)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	if host, _, _ := net.SplitHostPort(addr); !loopback(host) {
+		if token == "" {
+			log.Warn("serving on a non-loopback address without a token: anyone who can reach it can call these tools; set expose.agent.mcp.auth_token_env to require a bearer token",
+				"agent", cfg.Identity, "address", addr)
+		} else {
+			log.Warn("serving on a non-loopback address: the bearer token travels in clear text unless a TLS proxy fronts the gateway",
+				"agent", cfg.Identity, "address", addr)
+		}
+	}
+
+	srv, err := mcpserver.New(mcpserver.Config{
+		Identity:      cfg.Identity,
+		Version:       e.version,
+		Address:       addr,
+		Instructions:  m.Instructions,
+		MaxConcurrent: m.MaxConcurrentTools,
+		Timeout:       m.ToolTimeout.Duration,
+		Confirm:       m.ConfirmOverMCP,
+		AuthToken:     token,
+		Listening:     func(a net.Addr) { printAddHint(e.stdout, cfg.Identity, a, m.AuthTokenEnv) },
+		Logger:        log,
+	}, tools)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	if len(srv.Served()) == 0 && len(cfg.RemoteTools) == 0 {
+		srv.Close()
+		return fmt.Errorf("%s: nothing to serve over MCP: add application_path, or list built-ins in expose.agent.mcp.builtins", cfg.File)
+	}
+	return srv.Serve(ctx)
+}
+
+// loadConfig reads the file and validates it for mode, logging the
+// warnings even when it refuses.
+func loadConfig(path string, mode config.Mode, log *slog.Logger) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	warnings, err := cfg.Validate(mode)
+	for _, w := range warnings {
+		log.Warn(w, "agent", cfg.Identity)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// localTools loads the gateway's own tools in registration order: the
+// application's commands first, then the allowlisted built-ins, so a
+// built-in can never take a command's name. It also returns the commands
+// the application selection dropped.
+func localTools(ctx context.Context, cfg *config.Config) ([]tool.Tool, []tool.Dropped, error) {
+	var tools []tool.Tool
+	var dropped []tool.Dropped
+	if cfg.ApplicationPath != "" {
+		opts := fiskapp.OptionsFrom(cfg)
+		if m := cfg.Expose.Agent.MCP; m != nil && m.AuthTokenEnv != "" && !slices.Contains(opts.CredentialEnv, m.AuthTokenEnv) {
+			// A served command must never see the token that guards it.
+			opts.CredentialEnv = append(slices.Clip(opts.CredentialEnv), m.AuthTokenEnv)
+		}
+		app, err := fiskapp.Load(ctx, opts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: application_path: %w", cfg.File, err)
+		}
+		tools = app.Tools()
+		dropped = app.Dropped
+	}
+	if m := cfg.Expose.Agent.MCP; m != nil && len(m.Builtins) > 0 {
+		dir := ""
+		if cfg.Knowledge != nil {
+			dir = cfg.Knowledge.Directory
+		}
+		idx, err := knowledge.New(dir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: knowledge.directory: %w", cfg.File, err)
+		}
+		builtins, err := idx.Tools(m.Builtins)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: expose.agent.mcp.builtins: %w", cfg.File, err)
+		}
+		tools = append(tools, builtins...)
+	}
+	return tools, dropped, nil
+}
+
+// resolveAddress picks the listen address: the flag (or its environment
+// variable), then expose.agent.mcp.address and .port, then
+// 127.0.0.1:8080. An address that carries its own port keeps it unless a
+// port is given explicitly.
+func resolveAddress(flagAddress string, flagPort *int, m *config.MCP) (string, error) {
+	host, port := defaultHost, defaultPort
+	if m != nil && m.Address != "" {
+		host = m.Address
+	}
+	if m != nil && m.Port != 0 {
+		port = m.Port
+	}
+	if flagAddress != "" {
+		host = flagAddress
+	}
+	if h, p, err := net.SplitHostPort(host); err == nil {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return "", fmt.Errorf("address %q: port %q is not a number", host, p)
+		}
+		host, port = h, n
+	}
+	if flagPort != nil {
+		port = *flagPort
+	}
+	if port < 0 || port > 65535 {
+		return "", fmt.Errorf("port %d is not a TCP port: use 0-65535", port)
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(port)), nil
+}
+
+// loopback reports whether host only reaches this machine. An empty host
+// or an unspecified address listens on every interface.
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// printAddHint prints the ready-to-paste command that adds this gateway to
+// Claude Code, with the bearer header when a token is configured.
+func printAddHint(w io.Writer, identity string, a net.Addr, tokenEnv string) {
+	fmt.Fprintln(w, addHint(identity, a, tokenEnv))
+}
+
+// addHint is the `claude mcp add` line for a gateway bound to a. A gateway
+// listening on every interface is shown at its loopback address, which
+// works from this machine; clients elsewhere use the host's name.
+func addHint(identity string, a net.Addr, tokenEnv string) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		host, port = a.String(), ""
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		host = defaultHost
+		if ip.Is6() && !ip.Is4In6() {
+			host = "::1"
+		}
+	}
+	line := fmt.Sprintf("claude mcp add --transport http %s http://%s/mcp", identity, net.JoinHostPort(host, port))
+	if tokenEnv != "" {
+		line += fmt.Sprintf(` --header "Authorization: Bearer $%s"`, tokenEnv)
+	}
+	return line
+}
