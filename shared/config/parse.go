@@ -255,6 +255,11 @@ func yamlError(err error, body ast.Node) error {
 	}
 	if te, ok := errors.AsType[*yaml.TypeError](err); ok && te.DstType != nil {
 		e.Msg = fmt.Sprintf("%s: want %s, got %s", subject, describeType(te.DstType), describeNode(node))
+		if deref(te.DstType).Kind() == reflect.String && node != nil && node.Type() == ast.MappingType {
+			// Inside a flow mapping the library reads impact:rw as a
+			// one-key mapping; quoting is the fix an operator needs.
+			e.Msg += ": quote a value that holds a colon, such as 'impact:rw'"
+		}
 		return e
 	}
 	if ne, ok := errors.AsType[*yaml.UnexpectedNodeTypeError](err); ok {

@@ -187,6 +187,7 @@ func TestParseRefusals(t *testing.T) {
 		{"port a string", "expose: {agent: {mcp: {port: http}}}\n", "expose.agent.mcp.port", "expose.agent.mcp.port: want a whole number, got a string"},
 		{"port overflow", "expose: {agent: {mcp: {port: 99999999999999999999999}}}\n", "expose.agent.mcp.port", "expose.agent.mcp.port: "},
 		{"serve_tools yes", "expose: {agent: {a2a: {serve_tools: yes}}}\n", "expose.agent.a2a.serve_tools", "expose.agent.a2a.serve_tools: want true or false, got a string"},
+		{"unquoted tag in a flow mapping", "include: {tags: [impact:ro]}\n", "include.tags[0]", "include.tags[0]: want a string, got a mapping: quote a value that holds a colon, such as 'impact:rw'"},
 		{"remote_tools a mapping", "remote_tools: {host: a}\n", "remote_tools", "remote_tools: want a list, got a mapping"},
 		{"remote host a number", "remote_tools: [5]\n", "remote_tools[0]", "remote_tools[0]: want a mapping"},
 		{"duration without unit", "expose:\n  agent:\n    mcp:\n      tool_timeout: 30\n", "expose.agent.mcp.tool_timeout", `agent.yaml:4: expose.agent.mcp.tool_timeout: want a duration such as 30s or 1m30s, got "30": time: missing unit`},
