@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/choria-io/fisk v0.9.1
+	github.com/fiskfleet/fiskfleet/shared v0.0.0
 	github.com/goccy/go-yaml v1.19.2
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/nats-io/jsm.go v0.5.1

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -79,6 +80,10 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		log.Info("tool not loaded", "agent", cfg.Identity, "tool", d.Name, "reason", d.Reason)
 	}
 	srv, err := server.New(serverConfig(cfg, e.version, log), app.Tools())
+	if errors.Is(err, server.ErrNothingToServe) && len(app.Dropped) > 0 {
+		// Most often the filters left nothing: name the keys to fix.
+		return fmt.Errorf("%s: %w; %d more commands were not loaded: check include, exclude, expose.agent.tools and confirm_tags", cfg.File, err, len(app.Dropped))
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}

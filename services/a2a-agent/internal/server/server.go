@@ -188,7 +188,7 @@ func New(cfg Config, tools []tool.Tool) (*Server, error) {
 		cfg.Logger.Info("tool not served over A2A", "agent", cfg.Identity, "tool", d.Name, "reason", d.Reason)
 	}
 	if len(served) == 0 {
-		return nil, fmt.Errorf("%w for %s (%d dropped; see the reasons logged, or run `a2a-agent info`)", ErrNothingToServe, cfg.Identity, len(dropped))
+		return nil, fmt.Errorf("%w for %s: %d tools offered, %d dropped (the reasons are logged; `a2a-agent info` lists them)", ErrNothingToServe, cfg.Identity, len(tools), len(dropped))
 	}
 	card := a2a.AgentCard{
 		Name:        cfg.Identity,
