@@ -21,7 +21,7 @@ type CardReply struct {
 func NewCardReply(card AgentCard) (*CardReply, error) {
 	body, err := json.Marshal(card)
 	if err != nil {
-		return nil, fmt.Errorf("marshalling agent card: %w", err)
+		return nil, fmt.Errorf("%w: marshalling agent card: %w", ErrInvalidMessage, err)
 	}
 	c := &CardReply{card: card, body: body[1:]}
 	// Validate one spliced reply in full; Reply then only stamps headers.

@@ -11,7 +11,9 @@ var (
 	// ErrTooLarge is a message over [MaxMessageSize], rejected before it is
 	// parsed.
 	ErrTooLarge = errors.New("message too large")
-	// ErrInvalidMessage is a message that fails its schema.
+	// ErrInvalidMessage is a message that is not one JSON object valid
+	// against its schema: malformed JSON, a repeated key, a schema
+	// violation, or a value that does not marshal.
 	ErrInvalidMessage = errors.New("invalid message")
 	// ErrUnexpectedProtocol is a message whose protocol id is not the one
 	// the receiver expected.
