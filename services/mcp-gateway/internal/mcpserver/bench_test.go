@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
 // echoInput is the call both echo benchmarks make, so their ratio is the
@@ -44,6 +45,22 @@ func BenchmarkExecEchoDirect(b *testing.B) {
 		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 		if err != nil || string(out) != "hello\n" {
 			b.Fatalf("got %q, %v", out, err)
+		}
+	}
+}
+
+// BenchmarkCommandCallEcho runs the echo tool in process, without MCP or
+// HTTP: it splits BenchmarkMCPCallEcho's overhead into the command runner's
+// share (process group, scrubbed environment, capped output) and the
+// protocol's.
+func BenchmarkCommandCallEcho(b *testing.B) {
+	app := loadDemo(b, fiskapp.Options{})
+	echo := command(b, app, "echo")
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := echo.Call(b.Context(), tool.Request{Input: echoInput})
+		if err != nil || out.Result == nil || out.Result.Output != "hello\n" {
+			b.Fatalf("got %+v, %v", out, err)
 		}
 	}
 }

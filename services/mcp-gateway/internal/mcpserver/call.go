@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -48,12 +49,19 @@ type record struct {
 // handle runs one tools/call for name: input checks, the approval gate,
 // a slot of the semaphore, then the call under the timeout. Every outcome
 // is a result; nothing here is a protocol error.
-func (s *Server) handle(ctx context.Context, name string, req mcp.CallToolRequest) *mcp.CallToolResult {
+func (s *Server) handle(ctx context.Context, name string, req mcp.CallToolRequest) (res *mcp.CallToolResult) {
 	start := time.Now()
 	rec := &record{tool: name, protocol: server.RequestProtocolVersion(ctx)}
-	res := s.call(ctx, name, req, rec)
-	s.logCall(rec, time.Since(start))
-	return res
+	defer func() {
+		// A tool that panics is a failed call, answered in-band like any
+		// other, not a protocol error.
+		if p := recover(); p != nil {
+			res = rec.fail(outcomeFailed, fmt.Sprintf("%s failed: internal error: %v", name, p))
+			s.log.Error("tool panicked", "agent", s.cfg.Identity, "tool", name, "panic", p, "stack", string(debug.Stack()))
+		}
+		s.logCall(rec, time.Since(start))
+	}()
+	return s.call(ctx, name, req, rec)
 }
 
 func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest, rec *record) *mcp.CallToolResult {

@@ -326,6 +326,38 @@ func TestSetTools(t *testing.T) {
 	})
 }
 
+func TestInstructionsAndPanics(t *testing.T) {
+	panicky, err := tool.NewFunc(tool.FuncSpec{
+		Name: "panicky", Description: "Panics", Exposure: tool.ExposeMCP, Confirmation: tool.ConfirmNone,
+		Call: func(context.Context, tool.Request) (tool.Outcome, error) { panic("boom") },
+	})
+	if err != nil {
+		t.Fatalf("building the tool: %v", err)
+	}
+	_, url := startServer(t, Config{Instructions: "Use panicky with care."}, []tool.Tool{panicky, newBuiltin(t, "calm")})
+	for _, e := range eras {
+		t.Run(e.name, func(t *testing.T) {
+			c := connect(t, url, e, nil)
+			req := mcp.InitializeRequest{}
+			req.Params.ClientInfo = mcp.Implementation{Name: "t", Version: "0"}
+			init, err := c.Initialize(t.Context(), req)
+			if err != nil {
+				t.Fatalf("initialising: %v", err)
+			}
+			if init.Instructions != "Use panicky with care." {
+				t.Errorf("got instructions %q, want the configured ones", init.Instructions)
+			}
+			res := callTool(t, c, "panicky", nil)
+			if !res.IsError || !strings.Contains(resultText(res), "panicky failed: internal error: boom") {
+				t.Errorf("got %q (error %t), want an in-band failure", resultText(res), res.IsError)
+			}
+			if res := callTool(t, c, "calm", nil); res.IsError {
+				t.Errorf("got %q after the panic, want the next call to work", resultText(res))
+			}
+		})
+	}
+}
+
 func TestUnknownTool(t *testing.T) {
 	app := loadDemo(t, fiskapp.Options{})
 	_, url := startServer(t, Config{}, app.Tools())
