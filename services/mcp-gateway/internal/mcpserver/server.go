@@ -244,6 +244,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.cfg.Address)
 	if err != nil {
+		s.Close()
 		return fmt.Errorf("%w on %s: %w", ErrListen, s.cfg.Address, err)
 	}
 	return s.serveListener(ctx, ln)
