@@ -25,7 +25,10 @@
 // then runs under the per-call timeout. The approval wait comes before the
 // slot and outside the timeout, so a human deliberating holds no execution
 // slot. Every failure is an in-band result with isError set; a handler never
-// answers with a protocol error.
+// answers with a protocol error. The one exception is not ours to make:
+// mcp-go looks a tool name up before any handler runs and answers a name it
+// does not know with JSON-RPC -32602, as the MCP specification prescribes,
+// and offers no hook to turn that into a result.
 //
 // # Approval
 //
