@@ -33,5 +33,26 @@ func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	} else {
 		fmt.Fprintf(e.stdout, "agent %s: MCP serving is not enabled (add expose.agent.mcp: {}); this is what it would serve\n\n", cfg.Identity)
 	}
-	return tool.Listing{Served: served, Dropped: append(appDropped, dropped...)}.Write(e.stdout)
+	listing := tool.Listing{Served: served, Dropped: append(appDropped, dropped...)}
+	if len(cfg.RemoteTools) > 0 {
+		importRemoteForInfo(ctx, cfg, &listing, log)
+	}
+	return listing.Write(e.stdout)
+}
+
+// importRemoteForInfo adds the remote tools to listing leniently: a host
+// that does not answer (or no NATS at all) is warned about, and every
+// reachable host and local tool is still listed, so info works offline.
+func importRemoteForInfo(ctx context.Context, cfg *config.Config, listing *tool.Listing, log *slog.Logger) {
+	r, err := connectRemote(cfg, listing.Served, log)
+	if err != nil {
+		log.Warn("remote tools not listed", "error", err)
+		return
+	}
+	defer r.Close()
+	res := r.importer.Import(ctx)
+	logResult(res, log)
+	listing.Served = append(listing.Served, res.Tools...)
+	listing.Dropped = append(listing.Dropped, res.Dropped...)
+	listing.Origin = r.importer.Origin
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -96,6 +95,18 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		srv.Close()
 		return fmt.Errorf("%s: nothing to serve over MCP: add application_path, or list built-ins in expose.agent.mcp.builtins", cfg.File)
 	}
+	if len(cfg.RemoteTools) > 0 {
+		r, err := connectRemote(cfg, srv.Served(), log)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		defer r.Close()
+		if err := r.serve(ctx, cfg, srv.SetTools, log); err != nil {
+			srv.Close()
+			return err
+		}
+	}
 	return srv.Serve(ctx)
 }
 
@@ -124,12 +135,7 @@ func localTools(ctx context.Context, cfg *config.Config) ([]tool.Tool, []tool.Dr
 	var tools []tool.Tool
 	var dropped []tool.Dropped
 	if cfg.ApplicationPath != "" {
-		opts := fiskapp.OptionsFrom(cfg)
-		if m := cfg.Expose.Agent.MCP; m != nil && m.AuthTokenEnv != "" && !slices.Contains(opts.CredentialEnv, m.AuthTokenEnv) {
-			// A served command must never see the token that guards it.
-			opts.CredentialEnv = append(slices.Clip(opts.CredentialEnv), m.AuthTokenEnv)
-		}
-		app, err := fiskapp.Load(ctx, opts)
+		app, err := fiskapp.Load(ctx, fiskapp.OptionsFrom(cfg))
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: application_path: %w", cfg.File, err)
 		}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/natsconn"
+	"github.com/fiskfleet/fiskfleet/shared/remotetools"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// sourceRemote is the mcpserver source the imported tools are served as;
+// local tools are registered first, so a remote tool never takes a local
+// name.
+const sourceRemote = "remote"
+
+// remote is the gateway's connection to the fleet: present only when
+// remote_tools is configured.
+type remote struct {
+	nc       *nats.Conn
+	importer *remotetools.Importer
+}
+
+// connectRemote connects with nats_context and prepares the importer of
+// cfg.RemoteTools; local are the names local tools already hold.
+func connectRemote(cfg *config.Config, local []tool.Tool, log *slog.Logger) (*remote, error) {
+	nc, err := natsconn.Connect(natsconn.Options{Context: cfg.NATSContext, Name: "mcp-gateway " + cfg.Identity, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("%s: nats_context (needed by remote_tools): %w", cfg.File, err)
+	}
+	client, err := a2a.NewClient(natsbus.NewTransport(nc), a2a.Participant{Name: cfg.Identity})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	names := make([]string, 0, len(local))
+	for _, t := range local {
+		names = append(names, t.Name())
+	}
+	return &remote{nc: nc, importer: remotetools.NewImporter(client, cfg.RemoteTools, names)}, nil
+}
+
+// Close closes the fleet connection.
+func (r *remote) Close() { r.nc.Close() }
+
+// logResult logs what an import left out.
+func logResult(res remotetools.Result, log *slog.Logger) {
+	for _, d := range res.Dropped {
+		log.Warn("remote tool not imported", "tool", d.Name, "reason", d.Reason)
+	}
+	for host, err := range res.Failed {
+		log.Warn("remote host did not answer discovery", "host", host, "error", err)
+	}
+}
+
+// serveRemote imports strictly (any host error or collision refuses to
+// start, naming the host and the cause), serves the tools beside the local
+// ones, and keeps them current every interval until ctx ends.
+func (r *remote) serve(ctx context.Context, cfg *config.Config, set func(string, []tool.Tool) error, log *slog.Logger) error {
+	res, err := r.importer.ImportStrict(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	logResult(res, log)
+	if err := set(sourceRemote, res.Tools); err != nil {
+		return fmt.Errorf("%s: remote_tools: %w", cfg.File, err)
+	}
+	log.Info("imported remote tools", "agent", cfg.Identity, "hosts", len(cfg.RemoteTools), "tools", len(res.Tools), "refresh", cfg.RefreshInterval())
+	go r.importer.Watch(ctx, cfg.RefreshInterval(), log, func(res remotetools.Result) {
+		if err := set(sourceRemote, res.Tools); err != nil {
+			log.Error("serving refreshed remote tools", "error", err)
+		}
+	})
+	return nil
+}
