@@ -417,3 +417,31 @@ func microToolRequests(tb testing.TB, nc *nats.Conn, identity string) int {
 		}
 	}
 }
+
+// TestA2AAgentScrubsCredentials starts an agent whose own environment holds
+// a model provider key and an operator-named secret: a command run for a
+// caller sees neither, and still sees the rest of the environment.
+func TestA2AAgentScrubsCredentials(t *testing.T) {
+	b := newBus(t)
+	a := b.demoAgent(t, "scrubbed", 2)
+	a.CredentialEnv = []string{"DEMO_SECRET"}
+	cfg := fleettest.WriteAgentConfig(t, a)
+	fleettest.StartAgent(t, b.home.Env("ANTHROPIC_API_KEY=sk-test", "DEMO_SECRET=hunter2", "DEMO_PLAIN=visible"), cfg)
+
+	tests := []struct{ name, want string }{
+		{"ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY unset\n"},
+		{"DEMO_SECRET", "DEMO_SECRET unset\n"},
+		{"DEMO_PLAIN", "DEMO_PLAIN=visible\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := callMany(b.client, 1, "scrubbed", "getenv", `{"name":"`+tt.name+`"}`, 30*time.Second, nil)[0]
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			if res, ok := o.reply.CommandResult(); !ok || res.Output != tt.want {
+				t.Errorf("getenv %s: got %+v, want output %q", tt.name, o.reply, tt.want)
+			}
+		})
+	}
+}

@@ -606,10 +606,13 @@ func TestInBandFailures(t *testing.T) {
 		wantOutput string
 		wantExit   int
 		maxElapsed time.Duration
+		// wantTruncated expects the output cut at fiskapp's cap.
+		wantTruncated bool
 	}{
 		{name: "success", tool: "echo", input: `{"message":"hi","upper":true}`, wantOutput: "HI\n"},
 		{name: "absent input is {}", tool: "cluster_node_status", wantOutput: "node n1: status ok\n"},
 		{name: "non-zero exit is not an error", tool: "fail", input: `{"code":7}`, wantOutput: "failing with exit code 7", wantExit: 7},
+		{name: "output past the cap is truncated", tool: "flood", input: `{"bytes":1048576}`, wantOutput: "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk\n", wantTruncated: true},
 		{name: "unknown tool", tool: "nosuch", wantError: true, wantOutput: `unknown tool "nosuch"`},
 		{name: "unknown property", tool: "echo", input: `{"message":"hi","bogus":1}`, wantError: true, wantOutput: "bogus"},
 		{name: "hidden flag", tool: "echo", input: `{"message":"hi","trace":true}`, wantError: true, wantOutput: "trace"},
@@ -636,6 +639,12 @@ func TestInBandFailures(t *testing.T) {
 				}
 				if got := reply.Exec.ExitCode; got != tt.wantExit {
 					t.Errorf("exit code: got %d, want %d", got, tt.wantExit)
+				}
+				if got := reply.Exec.Truncated; got != tt.wantTruncated {
+					t.Errorf("truncated: got %t, want %t", got, tt.wantTruncated)
+				}
+				if tt.wantTruncated && len(reply.Output) != fiskapp.DefaultOutputCap {
+					t.Errorf("output: got %d bytes, want the %d-byte cap", len(reply.Output), fiskapp.DefaultOutputCap)
 				}
 			}
 			if tt.maxElapsed > 0 && elapsed > tt.maxElapsed {
@@ -887,5 +896,34 @@ accounts {
 	}
 	if _, err := os.Stat(allowed); err != nil {
 		t.Errorf("marker written by the operator's call: %v", err)
+	}
+}
+
+// TestOversizedReplyIsCut returns output that the cap lets through but
+// that JSON escaping inflates past the message cap: the reply is cut to fit
+// and marked truncated rather than lost.
+func TestOversizedReplyIsCut(t *testing.T) {
+	ns := natstest.Start(t)
+	// Control characters escape to six bytes each: 200 KiB become 1.2 MB.
+	output := strings.Repeat("\x01", 200<<10)
+	big := funcTool(t, tool.FuncSpec{
+		Name: "noisy", Description: "Prints control characters", Exposure: tool.ExposeA2A, Confirmation: tool.ConfirmNone,
+		Call: func(context.Context, tool.Request) (tool.Outcome, error) {
+			return tool.Outcome{Result: &tool.CommandResult{Command: "noisy", Output: output}}, nil
+		},
+	})
+	srv := newServer(t, server.Config{Identity: "noisy"}, []tool.Tool{big})
+	startServer(t, srv, ns.Connect(t))
+	c := newClient(t, ns.Connect(t), "tester")
+
+	reply := callTool(t, c, "noisy", "noisy", "")
+	if reply.IsError || reply.Exec == nil {
+		t.Fatalf("reply: got is_error %t exec %+v, want a command result", reply.IsError, reply.Exec)
+	}
+	if !reply.Exec.Truncated {
+		t.Errorf("truncated: got false, want true")
+	}
+	if n := len(reply.Output); n == 0 || n >= len(output) || !strings.HasPrefix(output, reply.Output) {
+		t.Errorf("output: got %d bytes, want a non-empty prefix of the %d produced", n, len(output))
 	}
 }
