@@ -55,8 +55,12 @@ bench: tools
 		(cd $$m && go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...); \
 	done
 
+# run builds the dev fleet launcher and execs it, so Ctrl-C and SIGTERM
+# reach the launcher itself, which stops every child by PID.
 run:
-	go run ./integration/cmd/devfleet
+	@mkdir -p bin
+	go build -o bin/devfleet ./integration/cmd/devfleet
+	exec bin/devfleet $(RUNFLAGS)
 
 clean:
 	rm -rf bin
