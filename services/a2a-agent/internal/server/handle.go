@@ -61,11 +61,10 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		s.answer(r, req, &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("unknown tool %q: %s serves %d tools; discover them first", req.Name, s.cfg.Identity, len(s.served))})
 		return
 	}
-	stopping := &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("agent %s is stopping; call again", s.cfg.Identity)}
 	select {
 	case s.sem <- struct{}{}:
 	case <-s.stopping:
-		s.answer(r, req, stopping)
+		s.answer(r, req, s.stoppingReply())
 		return
 	}
 	// Both cases above may be ready at once, and micro keeps delivering the
@@ -73,7 +72,7 @@ func (s *Server) handleTool(r *natsbus.Request) {
 	// has begun, so no call starts that Stop would not wait for.
 	if !s.admit() {
 		<-s.sem
-		s.answer(r, req, stopping)
+		s.answer(r, req, s.stoppingReply())
 		return
 	}
 	go func() {
@@ -81,6 +80,11 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		defer func() { <-s.sem }()
 		s.answer(r, req, s.call(t, req))
 	}()
+}
+
+// stoppingReply answers a call that arrives once Stop has begun.
+func (s *Server) stoppingReply() *a2a.ToolReply {
+	return &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("agent %s is stopping; call again", s.cfg.Identity)}
 }
 
 // call runs one tool call under the per-call timeout and logs it once.
