@@ -59,8 +59,8 @@ func (b *buffer) String() string {
 type Process struct {
 	// Name is the binary's base name, for messages.
 	Name string
-	// PID is the child's process id, as its own children see it as their
-	// parent (fiskdemo's sleep prints it as ppid=).
+	// PID is the child's process id. The commands an agent runs see it as
+	// their parent: fiskdemo's sleep prints it as ppid=.
 	PID int
 
 	cmd                    *exec.Cmd
