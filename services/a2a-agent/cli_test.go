@@ -57,8 +57,8 @@ func TestParse(t *testing.T) {
 		{
 			name: "call with defaults", args: []string{"call", "demo", "echo"}, wantCmd: "call <identity> <tool>",
 			check: func(t *testing.T, r *root) {
-				if r.Call.Input != "" || r.Call.Timeout != 30*time.Second || r.Call.Context != "" || r.Call.As != "operator" {
-					t.Errorf("call: got %+v, want no input, 30s, no context, sender operator", r.Call)
+				if r.Call.Input != "" || r.Call.Timeout != 60*time.Second || r.Call.Context != "" || r.Call.As != "operator" {
+					t.Errorf("call: got %+v, want no input, 60s, no context, sender operator", r.Call)
 				}
 			},
 		},

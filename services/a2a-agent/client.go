@@ -17,7 +17,7 @@ import (
 // clientFlags are shared by the commands that talk to agents on the bus.
 type clientFlags struct {
 	Context string        `help:"nats context to connect with (default: the selected one)." env:"NATS_CONTEXT"`
-	Timeout time.Duration `help:"How long to wait for the agent." default:"30s"`
+	Timeout time.Duration `help:"How long to wait for the agent; longer than the agent's own tool_timeout, so a slow command is reported as its timeout rather than as an unavailable agent." default:"60s"`
 	As      string        `help:"Sender label on requests (a label for logs, not an authorization)." default:"operator"`
 }
 

@@ -60,7 +60,10 @@ func Connect(opts Options) (*nats.Conn, error) {
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(Backoff),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("nats disconnected", "context", opts.Context, "error", err)
+			// A deliberate Close disconnects with no error: not news.
+			if err != nil {
+				log.Warn("nats disconnected", "context", opts.Context, "error", err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "context", opts.Context, "server", nc.ConnectedUrlRedacted())

@@ -115,7 +115,14 @@ func Serve(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 	}
 	for _, e := range endpoints {
 		h := e.h
-		err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(r micro.Request) { h(&Request{req: r}) }),
+		err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(r micro.Request) {
+			// A request without an inbox cannot be answered, and a reply
+			// never goes anywhere else: do no work for it.
+			if r.Reply() == "" {
+				return
+			}
+			h(&Request{req: r})
+		}),
 			micro.WithEndpointSubject(e.subject))
 		if err != nil {
 			_ = svc.Stop()
