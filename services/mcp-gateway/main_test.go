@@ -22,43 +22,16 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 )
 
-// The binaries TestMain builds once for the package.
-var gatewayBin, demoBin string
-
-func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "mcp-gateway-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "creating a temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	gatewayBin = filepath.Join(dir, "mcp-gateway")
-	demoBin = filepath.Join(dir, "fiskdemo")
-	for bin, pkg := range map[string]string{
-		gatewayBin: "github.com/fiskfleet/fiskfleet/services/mcp-gateway",
-		demoBin:    "github.com/fiskfleet/fiskfleet/integration/fiskdemo",
-	} {
-		build := exec.Command("go", "build", "-o", bin, pkg)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s (run the tests inside the go.work workspace): %v\n", pkg, err)
-			return 1
-		}
-	}
-	return m.Run()
-}
+func TestMain(m *testing.M) { fisktest.Main(m) }
 
 // writeConfig writes an agent.yaml serving the demo app with extra MCP
 // settings (YAML lines under expose.agent.mcp) and top-level lines.
 func writeConfig(tb testing.TB, mcpLines, topLines string) string {
 	tb.Helper()
-	body := "identity: demo\napplication_path: " + demoBin + "\n" + topLines + "expose:\n  agent:\n    mcp:\n"
+	body := "identity: demo\napplication_path: " + fisktest.FiskDemo(tb) + "\n" + topLines + "expose:\n  agent:\n    mcp:\n"
 	if mcpLines == "" {
 		mcpLines = "instructions: Use the demo tools.\n"
 	}
@@ -101,7 +74,7 @@ func (s *syncBuffer) String() string {
 // is killed by its PID when the test ends, if it is still running.
 func startGateway(tb testing.TB, env []string, args ...string) *gateway {
 	tb.Helper()
-	cmd := exec.Command(gatewayBin, args...)
+	cmd := exec.Command(fisktest.Build(tb, fisktest.MCPGatewayPackage, "mcp-gateway"), args...)
 	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -331,7 +304,7 @@ func TestServeRefusals(t *testing.T) {
 		},
 		{
 			name:   "MCP not enabled",
-			config: "identity: demo\napplication_path: " + demoBin + "\n",
+			config: "identity: demo\napplication_path: " + fisktest.FiskDemo(t) + "\n",
 			want:   []string{"expose.agent.mcp"},
 		},
 		{

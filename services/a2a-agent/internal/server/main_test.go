@@ -4,13 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,67 +16,18 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
-// demoPackage is the demo fisk application the tests serve. This module
-// must not import integration, so it is built with the go command.
-const demoPackage = "github.com/fiskfleet/fiskfleet/integration/fiskdemo"
-
-// demo is the demo binary built once per test binary by TestMain.
-var demo struct {
-	path string
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "a2a-server-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "creating build directory:", err)
-		os.Exit(1)
-	}
-	demo.path, demo.err = buildDemo(dir)
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// buildDemo builds the demo app from the workspace root, where go.work
-// makes the integration module visible.
-func buildDemo(dir string) (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("finding working directory: %w", err)
-	}
-	root := wd
-	for {
-		if _, err := os.Stat(filepath.Join(root, "go.work")); err == nil {
-			break
-		}
-		parent := filepath.Dir(root)
-		if parent == root {
-			return "", fmt.Errorf("no go.work above %s: the demo app is built from the workspace", wd)
-		}
-		root = parent
-	}
-	out := filepath.Join(dir, "fiskdemo")
-	cmd := exec.Command("go", "build", "-o", out, demoPackage)
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s in %s: %w\n%s", demoPackage, root, err, b)
-	}
-	return out, nil
-}
+func TestMain(m *testing.M) { fisktest.Main(m) }
 
 // demoTools loads the demo app with opts (Path is filled in) and returns
 // its tools.
 func demoTools(tb testing.TB, opts fiskapp.Options) []tool.Tool {
 	tb.Helper()
-	if demo.err != nil {
-		tb.Fatal(demo.err)
-	}
-	opts.Path = demo.path
+	opts.Path = fisktest.FiskDemo(tb)
 	app, err := fiskapp.Load(tb.Context(), opts)
 	if err != nil {
 		tb.Fatalf("loading the demo app: %v", err)
@@ -90,22 +35,8 @@ func demoTools(tb testing.TB, opts fiskapp.Options) []tool.Tool {
 	return app.Tools()
 }
 
-// testLogger discards everything unless -v is set, where it writes to the
-// test log so a failing run shows the agent's view.
-func testLogger(tb testing.TB) *slog.Logger {
-	tb.Helper()
-	if !testing.Verbose() {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tbWriter struct{ tb testing.TB }
-
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.tb.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+// testLogger is the code under test's logger: silent unless -v.
+func testLogger(tb testing.TB) *slog.Logger { return fisktest.Logger(tb) }
 
 // newServer builds a server for tools, failing tb on error.
 func newServer(tb testing.TB, cfg server.Config, tools []tool.Tool) *server.Server {

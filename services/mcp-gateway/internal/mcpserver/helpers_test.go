@@ -3,13 +3,9 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,38 +16,17 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
-// demoBin is the fiskdemo binary TestMain builds once for the package.
-var demoBin string
-
-func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "mcpserver-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "creating a temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	demoBin = filepath.Join(dir, "fiskdemo")
-	build := exec.Command("go", "build", "-o", demoBin, "github.com/fiskfleet/fiskfleet/integration/fiskdemo")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building fiskdemo (run the tests inside the go.work workspace):", err)
-		return 1
-	}
-	return m.Run()
-}
+func TestMain(m *testing.M) { fisktest.Main(m) }
 
 // loadDemo loads the demo application's commands. A short kill grace keeps
 // timeout tests quick.
 func loadDemo(tb testing.TB, opts fiskapp.Options) *fiskapp.App {
 	tb.Helper()
-	opts.Path = demoBin
+	opts.Path = fisktest.FiskDemo(tb)
 	if opts.KillGrace == 0 {
 		opts.KillGrace = 100 * time.Millisecond
 	}
@@ -74,21 +49,8 @@ func command(tb testing.TB, app *fiskapp.App, name string) *fiskapp.Command {
 	return nil
 }
 
-// testLogger discards logs unless -v is given, when it writes to the test
-// log.
-func testLogger(tb testing.TB) *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tbWriter struct{ tb testing.TB }
-
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.tb.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+// testLogger is the code under test's logger: silent unless -v.
+func testLogger(tb testing.TB) *slog.Logger { return fisktest.Logger(tb) }
 
 // startServer builds a strict server for tools and serves its handler on
 // an httptest server (127.0.0.1, ephemeral port). It returns the server and

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -138,7 +139,7 @@ func TestCallResults(t *testing.T) {
 
 			res := callTool(t, c, "echo", map[string]any{"message": "hello", "count": 2, "upper": true})
 			cr := commandResult(t, res)
-			want := tool.CommandResult{Command: demoBin + " echo --count=2 --upper -- hello", ExitCode: 0, Output: "HELLO\nHELLO\n"}
+			want := tool.CommandResult{Command: fisktest.FiskDemo(t) + " echo --count=2 --upper -- hello", ExitCode: 0, Output: "HELLO\nHELLO\n"}
 			if cr != want {
 				t.Errorf("got %+v, want %+v", cr, want)
 			}

@@ -1,0 +1,147 @@
+// Package fisktest gives tests across the workspace the programs they run:
+// the demo fisk application and the services, built once per test binary
+// from the go.work workspace, and the real nats CLI. Like natstest it is
+// imported only by _test.go files, so no production binary links it.
+package fisktest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Packages the tests build. shared must not import the integration module
+// or the services, so they are built with the go command instead.
+const (
+	FiskDemoPackage   = "github.com/fiskfleet/fiskfleet/integration/fiskdemo"
+	A2AAgentPackage   = "github.com/fiskfleet/fiskfleet/services/a2a-agent"
+	MCPGatewayPackage = "github.com/fiskfleet/fiskfleet/services/mcp-gateway"
+)
+
+// binDir holds the binaries of this test binary; set by [Main].
+var binDir string
+
+// Main runs the tests of m, removes the binaries built for them, and exits
+// with the tests' status. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { fisktest.Main(m) }
+func Main(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fisktest-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fisktest: creating the build directory:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// builds holds one build per package: built at most once per test binary.
+var builds sync.Map // package path -> func() (string, error)
+
+// Build returns the path of pkg built as name, building it on first use.
+// Each binary is built on its own, so a test of one program does not depend
+// on another compiling.
+func Build(tb testing.TB, pkg, name string) string {
+	tb.Helper()
+	if binDir == "" {
+		tb.Fatal("fisktest: binaries are built by fisktest.Main: add func TestMain(m *testing.M) { fisktest.Main(m) } to the package's tests")
+	}
+	f, _ := builds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) { return build(binDir, pkg, name) }))
+	path, err := f.(func() (string, error))()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// FiskDemo returns the path of the demo fisk application.
+func FiskDemo(tb testing.TB) string {
+	tb.Helper()
+	return Build(tb, FiskDemoPackage, "fiskdemo")
+}
+
+func build(dir, pkg, name string) (string, error) {
+	root, err := WorkspaceRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("fisktest: building %s: %w\n%s", pkg, err, b)
+	}
+	return out, nil
+}
+
+// WorkspaceRoot returns the directory holding go.work, searched upwards
+// from the working directory (a test's package directory).
+func WorkspaceRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("fisktest: finding the working directory: %w", err)
+	}
+	for dir := wd; ; {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("fisktest: no go.work above %s: test binaries are built from the workspace", wd)
+		}
+		dir = parent
+	}
+}
+
+// natsCLI finds the nats CLI once.
+var natsCLI = sync.OnceValues(func() (string, error) {
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
+			p := filepath.Join(dir, "bin", "nats")
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				return p, nil
+			}
+		}
+	}
+	if p, err := exec.LookPath("nats"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("fisktest: the nats CLI (natscli v0.5.0) is not in $(go env GOPATH)/bin or PATH: run make tools")
+})
+
+// NATSCLI returns the path of the real nats CLI that `make tools`
+// installs, failing tb with that fix when it is missing.
+func NATSCLI(tb testing.TB) string {
+	tb.Helper()
+	p, err := natsCLI()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// Logger returns a logger for the code under test: silent unless -v is
+// given, when it writes to the test log so a failing run shows the
+// server's view.
+func Logger(tb testing.TB) *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tbWriter struct{ tb testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
