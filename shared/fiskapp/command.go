@@ -1,10 +1,8 @@
 package fiskapp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -145,7 +143,7 @@ func (c *Command) Model() *fisk.CmdModel { return c.model }
 // Input that is not a JSON object, or that names a property the command does
 // not advertise, is an error wrapping [ErrInvalidInput].
 func (c *Command) Argv(input json.RawMessage) ([]string, error) {
-	obj, err := objectInput(input)
+	obj, err := tool.ObjectInput(input)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidInput, c.name, err)
 	}
@@ -198,36 +196,4 @@ func (c *Command) Call(ctx context.Context, req tool.Request) (tool.Outcome, err
 	}
 	res.Command = shellJoin(argv)
 	return tool.Outcome{Result: res}, nil
-}
-
-// objectInput normalises call input: nil for "no arguments" (absent, empty
-// or null, since models send null for tools without arguments), the trimmed
-// object otherwise, and an error for anything that is not one JSON object.
-func objectInput(input json.RawMessage) (json.RawMessage, error) {
-	in := bytes.TrimSpace(input)
-	if len(in) == 0 || string(in) == "null" {
-		return nil, nil
-	}
-	if in[0] != '{' {
-		return nil, fmt.Errorf("input must be a JSON object, got %s", jsonKind(in[0]))
-	}
-	if !json.Valid(in) {
-		return nil, errors.New("input must be a JSON object, got invalid JSON")
-	}
-	return in, nil
-}
-
-// jsonKind names the JSON kind a value starting with b has, for messages.
-func jsonKind(b byte) string {
-	switch {
-	case b == '[':
-		return "an array"
-	case b == '"':
-		return "a string"
-	case b == 't' || b == 'f':
-		return "a boolean"
-	case b == '-' || (b >= '0' && b <= '9'):
-		return "a number"
-	}
-	return "invalid JSON"
 }

@@ -2,7 +2,6 @@ package fiskapp
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -106,31 +105,4 @@ func FuzzCapWriter(f *testing.F) {
 			t.Fatalf("got %q, want a prefix of the input of at most %d bytes", s, limit)
 		}
 	})
-}
-
-func TestObjectInput(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in      string
-		want    string
-		wantErr bool
-	}{
-		{in: "", want: ""},
-		{in: "null", want: ""},
-		{in: " \n null \t", want: ""},
-		{in: "{}", want: "{}"},
-		{in: ` {"a":1} `, want: `{"a":1}`},
-		{in: "[]", wantErr: true},
-		{in: "nul", wantErr: true},
-		{in: "{} {}", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			t.Parallel()
-			got, err := objectInput(json.RawMessage(tt.in))
-			if (err != nil) != tt.wantErr || string(got) != tt.want {
-				t.Errorf("got %q, %v, want %q (error %t)", got, err, tt.want, tt.wantErr)
-			}
-		})
-	}
 }

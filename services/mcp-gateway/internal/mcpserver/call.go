@@ -179,28 +179,7 @@ func callInput(req mcp.CallToolRequest) (json.RawMessage, error) {
 		}
 		raw = b
 	}
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	if raw[0] != '{' {
-		return nil, fmt.Errorf("arguments must be a JSON object, got %s", jsonKind(raw[0]))
-	}
-	return json.RawMessage(raw), nil
-}
-
-// jsonKind names the JSON kind a value starting with b has, for messages.
-func jsonKind(b byte) string {
-	switch {
-	case b == '[':
-		return "an array"
-	case b == '"':
-		return "a string"
-	case b == 't' || b == 'f':
-		return "a boolean"
-	case b == '-' || (b >= '0' && b <= '9'):
-		return "a number"
-	}
-	return "invalid JSON"
+	return tool.ObjectInput(raw)
 }
 
 // commandLine is what an approval form names: the exact command line for

@@ -157,8 +157,8 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{name: "wrong type", tool: "echo", args: map[string]any{"message": "x", "count": "abc"}, want: "invalid arguments for echo: at /count: got string, want integer"},
-		{name: "array as arguments", tool: "echo", args: []any{"x"}, want: "invalid arguments for echo: arguments must be a JSON object, got an array"},
-		{name: "string as arguments", tool: "echo", args: "x", want: "arguments must be a JSON object, got a string"},
+		{name: "array as arguments", tool: "echo", args: []any{"x"}, want: "invalid arguments for echo: input must be a JSON object, got an array"},
+		{name: "string as arguments", tool: "echo", args: "x", want: "input must be a JSON object, got a string"},
 		{name: "unknown property", tool: "echo", args: map[string]any{"message": "x", "bogus": 1}, want: "bogus"},
 		{name: "hidden flag", tool: "echo", args: map[string]any{"message": "x", "trace": true}, want: "trace"},
 		{name: "missing required", tool: "echo", args: map[string]any{}, want: "message"},
