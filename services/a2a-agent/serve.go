@@ -37,13 +37,9 @@ type serveCmd struct {
 
 // loadA2A reads the config for mode and loads the application's commands.
 func loadA2A(ctx context.Context, path string, mode config.Mode, log *slog.Logger) (*config.Config, *fiskapp.App, error) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	warnings, err := cfg.Validate(mode)
+	cfg, warnings, err := config.LoadFor(path, mode)
 	for _, w := range warnings {
-		log.Warn(w, "agent", cfg.Identity)
+		log.Warn(w)
 	}
 	if err != nil {
 		return nil, nil, err

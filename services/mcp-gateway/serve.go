@@ -113,18 +113,11 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 // loadConfig reads the file and validates it for mode, logging the
 // warnings even when it refuses.
 func loadConfig(path string, mode config.Mode, log *slog.Logger) (*config.Config, error) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	warnings, err := cfg.Validate(mode)
+	cfg, warnings, err := config.LoadFor(path, mode)
 	for _, w := range warnings {
-		log.Warn(w, "agent", cfg.Identity)
+		log.Warn(w)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return cfg, err
 }
 
 // localTools loads the gateway's own tools in registration order: the

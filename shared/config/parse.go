@@ -474,3 +474,18 @@ func describeNodeType(t ast.NodeType) string {
 	}
 	return "a " + strings.ToLower(t.String())
 }
+
+// LoadFor loads the file at path and validates it for mode: what every
+// service command does first. Warnings are returned even when err is not
+// nil, so the caller can log them beside the refusal.
+func LoadFor(path string, mode Mode) (c *Config, warnings []string, err error) {
+	c, err = Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	warnings, err = c.Validate(mode)
+	if err != nil {
+		return nil, warnings, err
+	}
+	return c, warnings, nil
+}

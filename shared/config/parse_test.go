@@ -488,3 +488,25 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestLoadFor(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(path, []byte("identity: demo\nmemory: {}\nexpose:\n  agent:\n    mcp: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, warnings, err := LoadFor(path, ModeMCP)
+	if err != nil || c == nil || c.Identity != "demo" {
+		t.Fatalf("got %v, %v, want the config", c, err)
+	}
+	if len(warnings) == 0 {
+		t.Errorf("got no warnings, want memory and application_path warned about")
+	}
+	c, warnings, err = LoadFor(path, ModeA2AServe)
+	if c != nil || err == nil || !strings.Contains(err.Error(), "expose.agent.a2a.serve_tools: true") {
+		t.Errorf("got %v, %v, want a refusal naming expose.agent.a2a.serve_tools", c, err)
+	}
+	if len(warnings) == 0 {
+		t.Errorf("got no warnings beside the refusal, want them returned")
+	}
+}
