@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
@@ -380,41 +379,6 @@ func TestA2AAgentNATSMicroCLI(t *testing.T) {
 	}
 	if got := counts["tool"]; got != toolCalls {
 		t.Errorf("micro stats tool requests: got %d, want %d", got, toolCalls)
-	}
-}
-
-// microToolRequests asks identity's micro service how many tool requests
-// its instances have handled.
-func microToolRequests(tb testing.TB, nc *nats.Conn, identity string) int {
-	tb.Helper()
-	subject, err := micro.ControlSubject(micro.StatsVerb, identity, "")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	inbox := nats.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		tb.Fatal(err)
-	}
-	total := 0
-	for {
-		msg, err := sub.NextMsg(200 * time.Millisecond)
-		if err != nil {
-			return total
-		}
-		var s micro.Stats
-		if err := json.Unmarshal(msg.Data, &s); err != nil {
-			tb.Fatalf("decoding stats: %v", err)
-		}
-		for _, e := range s.Endpoints {
-			if e.Name == "tool" {
-				total += e.NumRequests
-			}
-		}
 	}
 }
 

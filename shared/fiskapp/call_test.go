@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -230,20 +231,6 @@ func processGone(pid int) bool {
 	return ok && strings.HasPrefix(rest, "Z")
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(tb testing.TB, within time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("gave up after %s waiting for %s", within, what)
-		}
-		<-tick.C
-	}
-}
-
 func TestCallInterruptKillsGroup(t *testing.T) {
 	t.Parallel()
 	const grace = 300 * time.Millisecond
@@ -298,7 +285,7 @@ func TestCallInterruptKillsGroup(t *testing.T) {
 				t.Fatalf("parsing pidfile %q: %v", b, err)
 			}
 			// The grandchild ignores SIGTERM: only the group SIGKILL ends it.
-			waitFor(t, 5*time.Second, fmt.Sprintf("grandchild %d to die", pid), func() bool { return processGone(pid) })
+			fisktest.WaitFor(t, 5*time.Second, fmt.Sprintf("grandchild %d to die", pid), func() bool { return processGone(pid) })
 		})
 	}
 }

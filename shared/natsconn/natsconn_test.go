@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
 )
@@ -30,17 +31,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestConnectByNameAndByFile(t *testing.T) {
@@ -107,8 +97,8 @@ func TestReconnectIsLogged(t *testing.T) {
 	defer nc.Close()
 
 	srv.Restart()
-	waitFor(t, "reconnect", func() bool { return nc.IsConnected() && nc.Stats().Reconnects > 0 })
-	waitFor(t, "log lines", func() bool {
+	fisktest.WaitFor(t, 10*time.Second, "reconnect", func() bool { return nc.IsConnected() && nc.Stats().Reconnects > 0 })
+	fisktest.WaitFor(t, 10*time.Second, "log lines", func() bool {
 		return strings.Contains(logs.String(), "nats disconnected") && strings.Contains(logs.String(), "nats reconnected")
 	})
 }

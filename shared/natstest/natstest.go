@@ -3,6 +3,7 @@
 package natstest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 )
 
 // readyTimeout bounds how long a server may take to accept clients; on a
@@ -124,4 +126,40 @@ func (s *Server) WriteContext(tb testing.TB, dir, name string, extra map[string]
 		tb.Fatalf("natstest: writing context: %v", err)
 	}
 	return dir
+}
+
+// EndpointRequests asks every instance of the micro service named service
+// for its stats and returns the requests its endpoint has handled, summed
+// over the instances that answer within 200 ms.
+func EndpointRequests(tb testing.TB, nc *nats.Conn, service, endpoint string) int {
+	tb.Helper()
+	subject, err := micro.ControlSubject(micro.StatsVerb, service, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		tb.Fatal(err)
+	}
+	total := 0
+	for {
+		msg, err := sub.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			return total
+		}
+		var stats micro.Stats
+		if err := json.Unmarshal(msg.Data, &stats); err != nil {
+			tb.Fatalf("natstest: decoding stats: %v", err)
+		}
+		for _, e := range stats.Endpoints {
+			if e.Name == endpoint {
+				total += e.NumRequests
+			}
+		}
+	}
 }

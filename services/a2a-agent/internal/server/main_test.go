@@ -165,20 +165,6 @@ func funcTool(tb testing.TB, spec tool.FuncSpec) tool.Tool {
 	return t
 }
 
-// waitFor polls cond every 10ms until it holds or timeout passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
 // configFilter is an include filter naming tools.
 func configFilter(tools ...string) config.Filter { return config.Filter{Tools: tools} }
 

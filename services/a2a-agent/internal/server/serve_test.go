@@ -22,6 +22,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -295,7 +296,7 @@ func TestFlood(t *testing.T) {
 	if err := srv.Stop(stopCtx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	waitFor(t, 30*time.Second, "every request to be answered after Stop", func() bool {
+	fisktest.WaitFor(t, 30*time.Second, "every request to be answered after Stop", func() bool {
 		tl.mu.Lock()
 		defer tl.mu.Unlock()
 		return len(tl.replies) == requests
@@ -676,7 +677,7 @@ func TestStopDrains(t *testing.T) {
 	}()
 
 	// Intake stops: a new request soon finds nobody serving.
-	waitFor(t, 10*time.Second, "intake to stop", func() bool {
+	fisktest.WaitFor(t, 10*time.Second, "intake to stop", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		_, err := c.Discover(ctx, "draining")
@@ -721,8 +722,8 @@ func TestStopCancelsAfterDeadline(t *testing.T) {
 	// Wait until the command is running: the micro stats count a request
 	// once its handler has taken the slot and handed it to a worker.
 	call := goCall(t, c, "impatient", "sleep", `{"duration":"30s"}`)
-	waitFor(t, 10*time.Second, "the call to be handed to a worker", func() bool {
-		return toolRequests(t, ns.Connect(t), "impatient") == 1
+	fisktest.WaitFor(t, 10*time.Second, "the call to be handed to a worker", func() bool {
+		return natstest.EndpointRequests(t, ns.Connect(t), "impatient", "tool") == 1
 	})
 
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
@@ -742,41 +743,6 @@ func TestStopCancelsAfterDeadline(t *testing.T) {
 	}
 	if !r.reply.IsError || !strings.Contains(r.reply.Output, "interrupted") {
 		t.Errorf("cancelled call: got is_error %t output %q, want an in-band interruption", r.reply.IsError, r.reply.Output)
-	}
-}
-
-// toolRequests asks the agent's micro service how many tool requests it has
-// handled, summed over its instances.
-func toolRequests(tb testing.TB, nc *nats.Conn, identity string) int {
-	tb.Helper()
-	subject, err := micro.ControlSubject(micro.StatsVerb, identity, "")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	inbox := nats.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		tb.Fatal(err)
-	}
-	total := 0
-	for {
-		msg, err := sub.NextMsg(200 * time.Millisecond)
-		if err != nil {
-			return total
-		}
-		var stats micro.Stats
-		if err := json.Unmarshal(msg.Data, &stats); err != nil {
-			tb.Fatalf("decoding stats: %v", err)
-		}
-		for _, e := range stats.Endpoints {
-			if e.Name == "tool" {
-				total += e.NumRequests
-			}
-		}
 	}
 }
 
@@ -805,7 +771,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 
 	var last *a2a.ToolReply
 	var lastErr error
-	waitFor(t, 20*time.Second, "the agent to serve again", func() bool {
+	fisktest.WaitFor(t, 20*time.Second, "the agent to serve again", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		last, lastErr = c.CallTool(ctx, "phoenix", "echo", json.RawMessage(`{"message":"after"}`))
@@ -882,7 +848,7 @@ accounts {
 	case <-time.After(5 * time.Second):
 		t.Errorf("no permissions violation reported to disco's connection")
 	}
-	if got := toolRequests(t, ns.Connect(t, nats.UserInfo("operator", "operator-secret")), "guarded"); got != 0 {
+	if got := natstest.EndpointRequests(t, ns.Connect(t, nats.UserInfo("operator", "operator-secret")), "guarded", "tool"); got != 0 {
 		t.Errorf("tool requests the agent handled: got %d, want 0", got)
 	}
 	if _, err := os.Stat(denied); !errors.Is(err, os.ErrNotExist) {

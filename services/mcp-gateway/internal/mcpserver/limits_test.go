@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -115,7 +116,7 @@ func TestToolTimeout(t *testing.T) {
 		}
 		// The grandchild ignores SIGTERM; the group SIGKILL after the grace
 		// must still reach it.
-		waitFor(t, 10*time.Second, "the SIGTERM-ignoring grandchild to die", func() bool { return gone(pid) })
+		fisktest.WaitFor(t, 10*time.Second, "the SIGTERM-ignoring grandchild to die", func() bool { return gone(pid) })
 	})
 
 	t.Run("the slot is free again", func(t *testing.T) {
