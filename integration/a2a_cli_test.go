@@ -10,6 +10,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
@@ -251,7 +252,7 @@ func TestA2AAgentServeSIGTERM(t *testing.T) {
 	// The micro stats count the request once the serving goroutine has
 	// handed it to a worker: the command is running.
 	nc := b.ns.Connect(t)
-	waitUntil(t, 15*time.Second, "the call to be running", func() bool { return natstest.EndpointRequests(t, nc, "terminated", "tool") == 1 })
+	fisktest.WaitFor(t, 15*time.Second, "the call to be running", func() bool { return natstest.EndpointRequests(t, nc, "terminated", "tool") == 1 })
 
 	signalled := time.Now()
 	proc.Signal(t, syscall.SIGTERM)

@@ -19,6 +19,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
 )
 
@@ -204,7 +205,7 @@ func TestA2AAgentFailover(t *testing.T) {
 
 	// The server notices the dead connection at once on loopback; from
 	// then on new calls can only reach the survivors.
-	waitUntil(t, 10*time.Second, "the server to drop the killed agent's connection", func() bool {
+	fisktest.WaitFor(t, 10*time.Second, "the server to drop the killed agent's connection", func() bool {
 		return b.ns.NumClients() == clientsBefore-1
 	})
 	t.Logf("server dropped the connection %s after the kill", time.Since(killedAt).Round(time.Millisecond))
@@ -253,18 +254,6 @@ func TestA2AAgentFailover(t *testing.T) {
 	}
 	if got := slices.Sorted(maps.Keys(perPID)); !slices.Equal(got, slices.Sorted(slices.Values(survivors))) {
 		t.Errorf("agents serving after the kill: got %v, want both survivors %v", got, survivors)
-	}
-}
-
-// waitUntil polls cond every 10ms until it holds or timeout passes.
-func waitUntil(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-time.After(10 * time.Millisecond)
 	}
 }
 

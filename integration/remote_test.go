@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -40,7 +41,7 @@ var addLineRE = regexp.MustCompile(`claude mcp add --transport http \S+ (http://
 func startGateway(tb testing.TB, env []string, cfg string) *gatewayProcess {
 	tb.Helper()
 	p := fleettest.Start(tb, env, fleettest.MCPGateway(tb), "serve", "--config", cfg, "--port", "0")
-	waitUntil(tb, fleettest.ReadyTimeout, "mcp-gateway to print its claude mcp add line", func() bool {
+	fisktest.WaitFor(tb, fleettest.ReadyTimeout, "mcp-gateway to print its claude mcp add line", func() bool {
 		return addLineRE.MatchString(p.Stdout()) || p.Exited()
 	})
 	m := addLineRE.FindStringSubmatch(p.Stdout())

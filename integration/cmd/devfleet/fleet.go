@@ -75,6 +75,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 
 	fmt.Fprintln(stderr, "devfleet: building a2a-agent, mcp-gateway and fiskdemo …")
 	if err := build(ctx, root, binDir); err != nil {
+		if ctx.Err() != nil {
+			return errStopped
+		}
 		return err
 	}
 
@@ -91,7 +94,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	env := append(os.Environ(),
+	env := append(childEnviron(),
 		"XDG_CONFIG_HOME="+cfgDir,
 		"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 	)
@@ -106,6 +109,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 		children = append(children, c)
 		if err := waitReady(ctx, c, ready, o.StartTimeout); err != nil {
+			if ctx.Err() != nil {
+				return errStopped
+			}
 			return fmt.Errorf("%s did not start: %w\n%s", name, err, tail(c.log))
 		}
 		return nil
@@ -138,6 +144,26 @@ fiskfleet dev fleet is up (%d agents on identity %q, gateway in front).
 	case c := <-exited:
 		return fmt.Errorf("%s (pid %d) exited: %v; its last log lines:\n%s", c.name, c.cmd.Process.Pid, c.err, tail(c.log))
 	}
+}
+
+// errStopped is a Ctrl-C before the fleet was up: not a failure.
+var errStopped = errors.New("stopped while starting")
+
+// childEnviron is this process's environment less the variables that would
+// point the children somewhere else than the fleet: an operator's own nats
+// context or gateway address must not move the dev fleet.
+func childEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "NATS_CONTEXT", name == "NATS_URL", name == "XDG_CONFIG_HOME",
+			strings.HasPrefix(name, "MCP_GATEWAY_"), strings.HasPrefix(name, "A2A_AGENT_"):
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }
 
 // repoRoot finds the directory holding go.work, from the working directory

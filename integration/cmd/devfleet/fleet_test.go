@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,5 +184,24 @@ func TestDevFleetStopsOnAChildThatDoesNotStart(t *testing.T) {
 	}
 	if stdout.Len() != 0 {
 		t.Errorf("stdout: got %q, want no ready block from a fleet that did not start", stdout.String())
+	}
+}
+
+// TestDevFleetChildEnviron keeps an operator's own NATS and gateway
+// settings from moving the dev fleet's children.
+func TestDevFleetChildEnviron(t *testing.T) {
+	t.Setenv("NATS_CONTEXT", "production")
+	t.Setenv("MCP_GATEWAY_PORT", "9999")
+	t.Setenv("A2A_AGENT_CONFIG", "/etc/agent.yaml")
+	t.Setenv("DEVFLEET_KEEP", "yes")
+	env := childEnviron()
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "NATS_CONTEXT" || name == "MCP_GATEWAY_PORT" || name == "A2A_AGENT_CONFIG" {
+			t.Errorf("child environment keeps %s", kv)
+		}
+	}
+	if !slices.Contains(env, "DEVFLEET_KEEP=yes") {
+		t.Error("child environment lost an unrelated variable")
 	}
 }

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -30,7 +31,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil && !errors.Is(err, errStopped) {
 		fmt.Fprintf(os.Stderr, "devfleet: %v\n", err)
 		os.Exit(1)
 	}
