@@ -80,7 +80,9 @@ func TestRoundTrip(t *testing.T) {
 		{name: "no responders", identity: "nobody", route: a2a.RouteTool, data: "x", wantErr: a2a.ErrAgentUnavailable, wantText: "no agent serves choria.fisk-ai.tool.nobody"},
 		{name: "transport timeout", identity: "demo", route: a2a.RouteTool, data: "slow", wantErr: a2a.ErrAgentUnavailable, wantText: "in time"},
 		{name: "caller deadline wins", identity: "demo", route: a2a.RouteTool, data: "slow",
-			ctx:     func() (context.Context, context.CancelFunc) { return context.WithTimeout(t.Context(), 50*time.Millisecond) },
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(t.Context(), 50*time.Millisecond)
+			},
 			wantErr: a2a.ErrAgentUnavailable},
 		{name: "micro error header", identity: "demo", route: a2a.RouteTool, data: "reject", wantErr: a2a.ErrRejected, wantText: "400 malformed"},
 		{name: "oversized request", identity: "demo", route: a2a.RouteTool, data: strings.Repeat("x", a2a.MaxMessageSize+1), wantErr: a2a.ErrTooLarge},
