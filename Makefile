@@ -8,7 +8,10 @@ GOBIN     := $(shell go env GOPATH)/bin
 NATSCLI   := github.com/nats-io/natscli/nats@v0.5.0
 export PATH := $(GOBIN):$(PATH)
 
-FUZZTIME  ?= 3s
+# FUZZTIME is per fuzz target: a duration for `make fuzz`, an execution
+# count for the short run inside `make test` (a count has no deadline to
+# race, so a slow input cannot fail the run when time is up).
+FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 TESTFLAGS ?=
 
@@ -31,7 +34,7 @@ test: tools
 		echo "== go test $$m"; \
 		(cd $$m && go test -race -count=1 -timeout 9m $(TESTFLAGS) ./...); \
 	done
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=2s
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=30000x
 
 lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
