@@ -56,6 +56,67 @@ func startGateway(tb testing.TB, env []string, cfg string) *gatewayProcess {
 // IDE keeps one open, and hands every server notification to notify.
 func connectMCP(tb testing.TB, url string, notify func(mcp.JSONRPCNotification)) *client.Client {
 	tb.Helper()
+	var (
+		topts []transport.StreamableHTTPCOption
+		copts []client.ClientOption
+	)
+	if notify != nil {
+		topts = append(topts, transport.WithContinuousListening())
+		copts = append(copts, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
+	}
+	return newMCPClient(tb, url, topts, copts, notify)
+}
+
+// listenMCP starts an initialised mcp-go client of url on the 2026-07-28
+// era, where there is no standalone stream and a client hears nothing it
+// did not ask for, and opens a subscriptions/listen stream for tools list
+// changes, the way a modern IDE asks for them. It returns once the gateway
+// has acknowledged that subscription, failing tb if the client ends up on
+// another era or the gateway declines; notify gets every later server
+// notification. The stream is closed on cleanup.
+func listenMCP(tb testing.TB, url string, notify func(mcp.JSONRPCNotification)) *client.Client {
+	tb.Helper()
+	acks := make(chan mcp.JSONRPCNotification, 1)
+	c := newMCPClient(tb, url, nil, nil, func(n mcp.JSONRPCNotification) {
+		if n.Method == mcp.MethodNotificationSubscriptionsAcknowledged {
+			select {
+			case acks <- n:
+			default:
+			}
+			return
+		}
+		notify(n)
+	})
+	if v := c.ProtocolVersion(); !mcp.IsModernProtocol(v) {
+		tb.Fatalf("protocol version: got %q, want %s or later", v, mcp.ProtocolVersion20260728)
+	}
+	listenErr := make(chan error, 1)
+	stop, err := c.ListenAsync(tb.Context(), mcp.SubscriptionFilter{ToolsListChanged: true}, func(err error) { listenErr <- err })
+	if err != nil {
+		tb.Fatalf("subscriptions/listen on %s: %v", url, err)
+	}
+	tb.Cleanup(stop)
+	select {
+	case ack := <-acks:
+		// The gateway grants only what it advertises: without the
+		// tools listChanged capability it would acknowledge nothing.
+		granted, _ := ack.Params.AdditionalFields["notifications"].(map[string]any)
+		if granted["toolsListChanged"] != true {
+			tb.Fatalf("subscriptions/acknowledged: got notifications %v, want toolsListChanged true", ack.Params.AdditionalFields["notifications"])
+		}
+	case err := <-listenErr:
+		tb.Fatalf("subscriptions/listen on %s: got %v before the acknowledgement, want an open stream", url, err)
+	case <-time.After(10 * time.Second):
+		tb.Fatalf("subscriptions/listen on %s: got no notifications/subscriptions/acknowledged within 10s", url)
+	}
+	return c
+}
+
+// newMCPClient starts an mcp-go client of url with the given options,
+// hands server notifications to notify when it is set, and initialises it,
+// letting the client negotiate the era.
+func newMCPClient(tb testing.TB, url string, topts []transport.StreamableHTTPCOption, copts []client.ClientOption, notify func(mcp.JSONRPCNotification)) *client.Client {
+	tb.Helper()
 	// The transport logs reconnects and the gateway ending its stream; the
 	// log is shown only when the test fails.
 	clientLog := &mcpClientLog{}
@@ -64,12 +125,7 @@ func connectMCP(tb testing.TB, url string, notify func(mcp.JSONRPCNotification))
 			tb.Logf("mcp-go client log for %s:\n%s", url, clientLog)
 		}
 	})
-	topts := []transport.StreamableHTTPCOption{transport.WithHTTPLogger(slog.New(slog.NewTextHandler(clientLog, nil)))}
-	var copts []client.ClientOption
-	if notify != nil {
-		topts = append(topts, transport.WithContinuousListening())
-		copts = append(copts, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
-	}
+	topts = append(slices.Clone(topts), transport.WithHTTPLogger(slog.New(slog.NewTextHandler(clientLog, nil))))
 	tr, err := transport.NewStreamableHTTP(url, topts...)
 	if err != nil {
 		tb.Fatalf("creating the MCP transport for %s: %v", url, err)
@@ -452,73 +508,97 @@ func TestRemoteTools(t *testing.T) {
 // TestRemoteToolsRefresh restarts the agents a running gateway imports with
 // a different tool set: while they are down their tools stay listed and
 // calls fail in-band naming the host; once they are back a connected
-// client is told the list changed and sees the new set.
+// client is told the list changed and sees the new set. It runs once per
+// protocol era, each against its own fleet: a legacy client hears over its
+// standalone stream, a 2026-07-28 one over the subscriptions/listen stream
+// it opened.
 func TestRemoteToolsRefresh(t *testing.T) {
 	t.Parallel()
-	b := newBus(t)
-	before := b.demoAgent(t, "demo", 2)
-	before.IncludeTools = []string{"echo", "sleep", "fail"}
-	after := before
-	after.IncludeTools = []string{"echo", "fail", "getenv"}
-	agents := b.startAgents(t, 2, before)
-
-	gw := startGateway(t, b.home.Env(), b.gatewayConfig(t, "300ms", "demo"))
-	changed := make(chan struct{}, 16)
-	c := connectMCP(t, gw.URL, func(n mcp.JSONRPCNotification) {
-		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
-			changed <- struct{}{}
-		}
-	})
-	local := []string{"deploy", "echo", "fail", "flood", "noop", "restart", "sleep", "spawn"}
-	// The set before adds demo's echo, sleep and fail, all prefixed since
-	// the gateway has them; the set after drops sleep and adds getenv,
-	// which keeps its bare name since the gateway excludes its own.
-	wantBefore := slices.Sorted(slices.Values(append([]string{"demo_echo", "demo_fail", "demo_sleep"}, local...)))
-	wantAfter := slices.Sorted(slices.Values(append([]string{"demo_echo", "demo_fail", "getenv"}, local...)))
-	if got := listNames(t, c); !slices.Equal(got, wantBefore) {
-		t.Fatalf("tools/list at start: got %v, want %v", got, wantBefore)
+	// refresh is the gateway's remote_refresh_interval. quiet spans a few
+	// of its ticks: a gateway that wrongly announced the outage would do
+	// so on the tick that logs it, just before or after the test sees the
+	// log line.
+	const (
+		refresh = 300 * time.Millisecond
+		quiet   = 3 * refresh
+	)
+	eras := []struct {
+		name    string
+		connect func(tb testing.TB, url string, notify func(mcp.JSONRPCNotification)) *client.Client
+	}{
+		{"legacy", connectMCP},
+		{"2026-07-28", listenMCP},
 	}
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBus(t)
+			before := b.demoAgent(t, "demo", 2)
+			before.IncludeTools = []string{"echo", "sleep", "fail"}
+			after := before
+			after.IncludeTools = []string{"echo", "fail", "getenv"}
+			agents := b.startAgents(t, 2, before)
 
-	for _, a := range agents {
-		a.Signal(t, syscall.SIGTERM)
-		if code := a.Wait(t, fleettest.StopGrace); code != 0 {
-			t.Fatalf("agent pid %d: exit status after SIGTERM: got %d, want 0", a.PID, code)
-		}
+			gw := startGateway(t, b.home.Env(), b.gatewayConfig(t, refresh.String(), "demo"))
+			changed := make(chan struct{}, 16)
+			c := era.connect(t, gw.URL, func(n mcp.JSONRPCNotification) {
+				if n.Method == mcp.MethodNotificationToolsListChanged {
+					changed <- struct{}{}
+				}
+			})
+			local := []string{"deploy", "echo", "fail", "flood", "noop", "restart", "sleep", "spawn"}
+			// The set before adds demo's echo, sleep and fail, all prefixed
+			// since the gateway has them; the set after drops sleep and adds
+			// getenv, which keeps its bare name since the gateway excludes
+			// its own.
+			wantBefore := slices.Sorted(slices.Values(append([]string{"demo_echo", "demo_fail", "demo_sleep"}, local...)))
+			wantAfter := slices.Sorted(slices.Values(append([]string{"demo_echo", "demo_fail", "getenv"}, local...)))
+			if got := listNames(t, c); !slices.Equal(got, wantBefore) {
+				t.Fatalf("tools/list at start: got %v, want %v", got, wantBefore)
+			}
+
+			for _, a := range agents {
+				a.Signal(t, syscall.SIGTERM)
+				if code := a.Wait(t, fleettest.StopGrace); code != 0 {
+					t.Fatalf("agent pid %d: exit status after SIGTERM: got %d, want 0", a.PID, code)
+				}
+			}
+			// The gateway logs once when a refresh finds the host gone.
+			gw.WaitOutput(t, "remote host unreachable", 10*time.Second)
+
+			t.Run("while the agents are down", func(t *testing.T) {
+				if got := listNames(t, c); !slices.Equal(got, wantBefore) {
+					t.Errorf("tools/list: got %v, want the last good set %v", got, wantBefore)
+				}
+				res := callMCP(t, c, "demo_echo", map[string]any{"message": "anyone?"})
+				if !res.IsError {
+					t.Errorf("demo_echo: got result %q, want isError", mcpText(res))
+				}
+				if msg := mcpText(res); !strings.Contains(msg, "demo") || !strings.Contains(msg, "unavailable") {
+					t.Errorf("demo_echo: got %q, want a message saying host demo is unavailable", msg)
+				}
+				select {
+				case <-changed:
+					t.Errorf("got notifications/tools/list_changed while the agents were down, want the list kept")
+				case <-time.After(quiet):
+				}
+			})
+
+			t.Run("after the agents return with other tools", func(t *testing.T) {
+				b.startAgents(t, 2, after)
+				select {
+				case <-changed:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("got no notifications/tools/list_changed within 10s of the agents' return\n%s", gw.Output())
+				}
+				if got := listNames(t, c); !slices.Equal(got, wantAfter) {
+					t.Errorf("tools/list: got %v, want %v", got, wantAfter)
+				}
+				cr := mcpCommandResult(t, "getenv", callMCP(t, c, "getenv", map[string]any{"name": "FISKFLEET_UNSET_VARIABLE"}))
+				if want := "FISKFLEET_UNSET_VARIABLE unset\n"; cr.ExitCode != 0 || cr.Output != want {
+					t.Errorf("getenv: got exit %d output %q, want 0 and %q", cr.ExitCode, cr.Output, want)
+				}
+			})
+		})
 	}
-	// The gateway logs once when a refresh finds the host gone.
-	gw.WaitOutput(t, "remote host unreachable", 10*time.Second)
-
-	t.Run("while the agents are down", func(t *testing.T) {
-		if got := listNames(t, c); !slices.Equal(got, wantBefore) {
-			t.Errorf("tools/list: got %v, want the last good set %v", got, wantBefore)
-		}
-		res := callMCP(t, c, "demo_echo", map[string]any{"message": "anyone?"})
-		if !res.IsError {
-			t.Errorf("demo_echo: got result %q, want isError", mcpText(res))
-		}
-		if msg := mcpText(res); !strings.Contains(msg, "demo") || !strings.Contains(msg, "unavailable") {
-			t.Errorf("demo_echo: got %q, want a message saying host demo is unavailable", msg)
-		}
-		select {
-		case <-changed:
-			t.Error("got notifications/tools/list_changed while the agents were down, want the list kept")
-		default:
-		}
-	})
-
-	t.Run("after the agents return with other tools", func(t *testing.T) {
-		b.startAgents(t, 2, after)
-		select {
-		case <-changed:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("got no notifications/tools/list_changed within 10s of the agents' return\n%s", gw.Output())
-		}
-		if got := listNames(t, c); !slices.Equal(got, wantAfter) {
-			t.Errorf("tools/list: got %v, want %v", got, wantAfter)
-		}
-		cr := mcpCommandResult(t, "getenv", callMCP(t, c, "getenv", map[string]any{"name": "FISKFLEET_UNSET_VARIABLE"}))
-		if want := "FISKFLEET_UNSET_VARIABLE unset\n"; cr.ExitCode != 0 || cr.Output != want {
-			t.Errorf("getenv: got exit %d output %q, want 0 and %q", cr.ExitCode, cr.Output, want)
-		}
-	})
 }
