@@ -3,6 +3,7 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -433,7 +434,7 @@ func TestSpyIsNotFooledByTheSchema(t *testing.T) {
 	}
 }
 
-func TestCheckDuplicateKeys(t *testing.T) {
+func TestParseRefusesDuplicateKeys(t *testing.T) {
 	many := func(dup bool) string {
 		var b strings.Builder
 		b.WriteString("{")
@@ -476,17 +477,21 @@ func TestCheckDuplicateKeys(t *testing.T) {
 			if !json.Valid([]byte(tt.data)) && !strings.Contains(tt.name, "UTF-8") {
 				t.Fatalf("test input is not JSON: %s", tt.data)
 			}
-			err := checkDuplicateKeys("p", []byte(tt.data))
 			if ref, dup := referenceDuplicateKey([]byte(tt.data)); ref != tt.wantDup || dup != (tt.wantDup != "") {
 				t.Fatalf("reference: got %q %v, want %q (the test case is wrong)", ref, dup, tt.wantDup)
 			}
+			checkParse(t, []byte(tt.data))
+			_, err := parse([]byte(tt.data))
 			if tt.wantDup == "" {
 				if err != nil {
-					t.Errorf("checkDuplicateKeys(%s): got %v, want nil", tt.data, err)
+					t.Errorf("parse(%s): got %v, want nil", tt.data, err)
 				}
 				return
 			}
-			assertErr(t, err, ErrInvalidMessage, fmt.Sprintf("duplicate key %q", tt.wantDup))
+			var dup *duplicateKeyError
+			if !errors.As(err, &dup) || dup.name != tt.wantDup {
+				t.Errorf("parse(%s): got %v, want duplicate key %q", tt.data, err, tt.wantDup)
+			}
 		})
 	}
 }

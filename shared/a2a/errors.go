@@ -26,6 +26,10 @@ var (
 	ErrUnknownBlock = errors.New("unknown block type")
 )
 
+// errSyntax is a body that is not one JSON value. It is returned only
+// wrapped in [ErrInvalidMessage].
+var errSyntax = errors.New("syntax error")
+
 // Errors of a round trip.
 var (
 	// ErrAgentUnavailable is an agent that did not answer: no responders on

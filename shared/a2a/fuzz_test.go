@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // decodeSentinels are the errors Decode may return; every failure wraps
@@ -20,12 +22,7 @@ var decodeSentinels = []error{ErrTooLarge, ErrInvalidMessage, ErrUnexpectedProto
 // same (encoding is a fixed point after one round).
 func checkDecode[M Message](t *testing.T, data []byte, newMsg func() M) {
 	t.Helper()
-	if json.Valid(data) {
-		name, dup := referenceDuplicateKey(data)
-		if err := checkDuplicateKeys("p", data); (err != nil) != dup {
-			t.Fatalf("checkDuplicateKeys(%q): got %v, want an error %v (reference repeat %q)", data, err, dup, name)
-		}
-	}
+	checkParse(t, data)
 	m := newMsg()
 	if err := Decode(data, m); err != nil {
 		for _, s := range decodeSentinels {
@@ -60,7 +57,38 @@ func checkDecode[M Message](t *testing.T, data []byte, newMsg func() M) {
 	}
 }
 
-// referenceDuplicateKey is a slow, obviously correct checkDuplicateKeys
+// checkParse holds parse to encoding/json: it accepts exactly the valid
+// JSON that repeats no key within an object, refuses a repeat naming the
+// first one, and builds the tree jsonschema.UnmarshalJSON builds.
+func checkParse(t *testing.T, data []byte) {
+	t.Helper()
+	got, err := parse(data)
+	if !json.Valid(data) {
+		if err == nil {
+			t.Fatalf("parse(%q): got %#v, want an error for invalid JSON", data, got)
+		}
+		return
+	}
+	if name, dup := referenceDuplicateKey(data); dup {
+		var de *duplicateKeyError
+		if !errors.As(err, &de) || de.name != name {
+			t.Fatalf("parse(%q): got %v, want duplicate key %q", data, err, name)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("parse(%q): got %v, want success", data, err)
+	}
+	want, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("reference UnmarshalJSON(%q): %v", data, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("parse(%q): got %#v, want %#v", data, got, want)
+	}
+}
+
+// referenceDuplicateKey is a slow, obviously correct duplicate-key check
 // built on encoding/json's tokenizer: it returns the first name repeated
 // within one object of data, which must be valid JSON.
 func referenceDuplicateKey(data []byte) (string, bool) {
