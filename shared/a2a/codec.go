@@ -30,6 +30,7 @@ func compileSchemas() (*validator, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
+	c.UseRegexpEngine(compilePattern)
 	entries, err := fs.ReadDir(schemas.FS(), "v1")
 	if err != nil {
 		return nil, fmt.Errorf("reading embedded schemas: %w", err)
