@@ -1,0 +1,121 @@
+package server_test
+
+// Benchmarks of the serving engine in one process, side by side so ratios
+// read off one run:
+//
+//	go test -run '^$' -bench . -benchmem -count 5 .
+//
+// ServerCallEcho is a whole A2A call of the demo's echo (client encode,
+// NATS, server decode, exec, reply encode, client decode); NATSExecEcho is
+// the same exec behind a bare NATS request-reply, with no protocol at all;
+// CommandCallEcho is the command through the guarded runner alone; and
+// ExecEchoDirect is a plain exec of the same argv, the floor all are read
+// against. ServerDiscover is a discovery round trip to the same server.
+
+import (
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
+	"github.com/fiskfleet/fiskfleet/shared/natstest"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// benchEchoInput is the call every echo benchmark makes.
+var benchEchoInput = json.RawMessage(`{"message":"hi"}`)
+
+// benchEcho loads the demo app's echo command alone.
+func benchEcho(tb testing.TB) *fiskapp.Command {
+	tb.Helper()
+	app, err := fiskapp.Load(tb.Context(), fiskapp.Options{Path: fisktest.FiskDemo(tb), Include: config.Filter{Tools: []string{"echo"}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(app.Commands) != 1 {
+		tb.Fatalf("demo app: got %d commands for echo, want 1", len(app.Commands))
+	}
+	return app.Commands[0]
+}
+
+func BenchmarkServerCallEcho(b *testing.B) {
+	_, c, _ := serveDemo(b, server.Config{Identity: "bench"}, fiskapp.Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := c.CallTool(b.Context(), "bench", "echo", benchEchoInput)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.IsError || r.Output != "hi\n" {
+			b.Fatalf("reply: got %+v", r)
+		}
+	}
+}
+
+func BenchmarkNATSExecEcho(b *testing.B) {
+	argv, err := benchEcho(b).Argv(benchEchoInput)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns := natstest.Start(b)
+	responder := ns.Connect(b)
+	if _, err := responder.Subscribe("bench.exec", func(m *nats.Msg) {
+		out, _ := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		_ = m.Respond(out)
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if err := responder.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	nc := ns.Connect(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := nc.Request("bench.exec", benchEchoInput, 20*time.Second)
+		if err != nil || string(m.Data) != "hi\n" {
+			b.Fatalf("got %v, %v", m, err)
+		}
+	}
+}
+
+func BenchmarkServerDiscover(b *testing.B) {
+	_, c, _ := serveDemo(b, server.Config{Identity: "bench"}, fiskapp.Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Discover(b.Context(), "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCommandCallEcho(b *testing.B) {
+	echo := benchEcho(b)
+	req := tool.Request{Input: benchEchoInput}
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := echo.Call(b.Context(), req)
+		if err != nil || out.Result == nil || out.Result.Output != "hi\n" {
+			b.Fatalf("call: %+v, %v", out, err)
+		}
+	}
+}
+
+func BenchmarkExecEchoDirect(b *testing.B) {
+	argv, err := benchEcho(b).Argv(benchEchoInput)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		if err != nil || string(out) != "hi\n" {
+			b.Fatalf("exec %v: %v, output %q", argv, err, out)
+		}
+	}
+}
