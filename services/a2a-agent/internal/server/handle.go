@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 	"unicode/utf8"
 
@@ -78,7 +79,11 @@ func (s *Server) handleTool(r *natsbus.Request) {
 	go func() {
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()
-		s.answer(r, req, s.call(t, req))
+		reply, rec := s.call(t, req)
+		s.answer(r, req, reply)
+		// Logged once the reply is sent, so the caller never waits on
+		// the log sink (a slow stderr reader, a busy journal).
+		s.logCall(rec)
 	}()
 }
 
@@ -87,12 +92,25 @@ func (s *Server) stoppingReply() *a2a.ToolReply {
 	return &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("agent %s is stopping; call again", s.cfg.Identity)}
 }
 
-// call runs one tool call under the per-call timeout and logs it once.
-func (s *Server) call(t tool.Tool, req *a2a.ToolRequest) *a2a.ToolReply {
+// callRecord is what the one log line of a tool call says.
+type callRecord struct {
+	tool, caller, outcome string
+	duration              time.Duration
+	// ran is set for a command that ran, which has an exit code and a
+	// command line.
+	ran      bool
+	exitCode int
+	command  string
+}
+
+// call runs one tool call under the per-call timeout and returns the reply
+// and what to log about it.
+func (s *Server) call(t tool.Tool, req *a2a.ToolRequest) (*a2a.ToolReply, callRecord) {
 	ctx, cancel := context.WithTimeout(s.lifetime, s.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
 	out, err := t.Call(ctx, tool.Request{Input: req.Input})
+	duration := time.Since(start)
 	reply := &a2a.ToolReply{}
 	if out.Result != nil {
 		reply.Exec = &a2a.Exec{Command: out.Result.Command, ExitCode: out.Result.ExitCode, Truncated: out.Result.Truncated}
@@ -117,13 +135,26 @@ func (s *Server) call(t tool.Tool, req *a2a.ToolRequest) *a2a.ToolReply {
 	case out.Result.ExitCode != 0:
 		outcome = "exit"
 	}
-	attrs := []any{"agent", s.cfg.Identity, "tool", t.Name(), "caller", req.Sender.Name,
-		"duration", time.Since(start).Round(time.Microsecond), "outcome", outcome}
+	rec := callRecord{tool: t.Name(), caller: req.Sender.Name, outcome: outcome, duration: duration}
 	if reply.Exec != nil {
-		attrs = append(attrs, "exit_code", reply.Exec.ExitCode, "command", reply.Exec.Command)
+		rec.ran, rec.exitCode, rec.command = true, reply.Exec.ExitCode, reply.Exec.Command
 	}
-	s.log.Info("tool call", attrs...)
-	return reply
+	return reply, rec
+}
+
+// logCall writes the one log line of a tool call.
+func (s *Server) logCall(rec callRecord) {
+	attrs := make([]slog.Attr, 0, 7)
+	attrs = append(attrs,
+		slog.String("agent", s.cfg.Identity),
+		slog.String("tool", rec.tool),
+		slog.String("caller", rec.caller),
+		slog.Duration("duration", rec.duration.Round(time.Microsecond)),
+		slog.String("outcome", rec.outcome))
+	if rec.ran {
+		attrs = append(attrs, slog.Int("exit_code", rec.exitCode), slog.String("command", rec.command))
+	}
+	s.log.LogAttrs(s.lifetime, slog.LevelInfo, "tool call", attrs...)
 }
 
 // answer stamps, encodes and sends reply exactly once. Output that makes the
