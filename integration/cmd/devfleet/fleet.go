@@ -193,6 +193,8 @@ func build(ctx context.Context, root, binDir string) error {
 	} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(binDir, name), pkg)
 		cmd.Dir = root
+		// Linked statically, as make build links them.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("building %s: %w\n%s", name, err, out)
 		}
