@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -119,7 +118,7 @@ func newMCPClient(tb testing.TB, url string, topts []transport.StreamableHTTPCOp
 	tb.Helper()
 	// The transport logs reconnects and the gateway ending its stream; the
 	// log is shown only when the test fails.
-	clientLog := &mcpClientLog{}
+	clientLog := &fisktest.Buffer{}
 	tb.Cleanup(func() {
 		if tb.Failed() {
 			tb.Logf("mcp-go client log for %s:\n%s", url, clientLog)
@@ -144,25 +143,6 @@ func newMCPClient(tb testing.TB, url string, topts []transport.StreamableHTTPCOp
 		tb.Fatalf("initialising the MCP client for %s: %v", url, err)
 	}
 	return c
-}
-
-// mcpClientLog keeps an mcp-go client's log; it is safe for concurrent
-// use.
-type mcpClientLog struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (l *mcpClientLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *mcpClientLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // listNames returns the names tools/list gives, sorted.

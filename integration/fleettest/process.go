@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 )
 
 // Timeouts of the process helpers. They are generous because a loaded
@@ -34,25 +35,6 @@ const (
 // registered on the NATS server and reachable.
 const A2AServingLog = "serving over A2A"
 
-// buffer is a bytes.Buffer safe for the concurrent writes of a child's
-// output pipes and the test's reads.
-type buffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Process is a child process started by [Start]. Its stdout and stderr are
 // captured in memory, separately and interleaved. It is safe for
 // concurrent use.
@@ -64,7 +46,7 @@ type Process struct {
 	PID int
 
 	cmd                    *exec.Cmd
-	stdout, stderr, output *buffer
+	stdout, stderr, output *fisktest.Buffer
 	// done is closed once the process has exited and its output is read;
 	// state and waitErr are set before.
 	done    chan struct{}
@@ -79,9 +61,9 @@ func Start(tb testing.TB, env []string, path string, args ...string) *Process {
 	tb.Helper()
 	p := &Process{
 		Name:   filepath.Base(path),
-		stdout: &buffer{},
-		stderr: &buffer{},
-		output: &buffer{},
+		stdout: &fisktest.Buffer{},
+		stderr: &fisktest.Buffer{},
+		output: &fisktest.Buffer{},
 		done:   make(chan struct{}),
 	}
 	cmd := exec.Command(path, args...)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,25 +47,8 @@ func writeConfig(tb testing.TB, mcpLines, topLines string) string {
 type gateway struct {
 	cmd    *exec.Cmd
 	lines  chan string
-	stderr *syncBuffer
+	stderr *fisktest.Buffer
 	done   chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startGateway runs the binary with args and extra environment. The process
@@ -80,7 +61,7 @@ func startGateway(tb testing.TB, env []string, args ...string) *gateway {
 	if err != nil {
 		tb.Fatalf("piping stdout: %v", err)
 	}
-	g := &gateway{cmd: cmd, lines: make(chan string, 64), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	g := &gateway{cmd: cmd, lines: make(chan string, 64), stderr: &fisktest.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = g.stderr
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("starting mcp-gateway: %v", err)

@@ -5,6 +5,7 @@
 package fisktest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -160,4 +161,26 @@ func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool
 		}
 		<-tick.C
 	}
+}
+
+// Buffer is a bytes.Buffer safe for concurrent use: a sink for the logs
+// and output of code under test whose goroutines write while the test
+// reads.
+type Buffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -1,12 +1,10 @@
 package natsconn_test
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +12,6 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
 )
-
-// syncBuffer is a log sink safe for the connection's callback goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestConnectByNameAndByFile(t *testing.T) {
 	srv := natstest.StartFromConfig(t, `
@@ -89,7 +69,7 @@ func TestReconnectIsLogged(t *testing.T) {
 	srv := natstest.Start(t)
 	dir := srv.WriteContext(t, t.TempDir(), "fleet", nil)
 	t.Setenv("XDG_CONFIG_HOME", dir)
-	var logs syncBuffer
+	var logs fisktest.Buffer
 	nc, err := natsconn.Connect(natsconn.Options{Context: "fleet", Name: "test", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
