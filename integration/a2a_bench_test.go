@@ -20,11 +20,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/fiskfleet/fiskfleet/integration/fleettest"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
-	"github.com/fiskfleet/fiskfleet/shared/config"
-	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -125,23 +123,10 @@ func BenchmarkA2ACallEcho(b *testing.B) {
 	}
 }
 
-// demoEcho loads the demo app and returns its echo command.
-func demoEcho(tb testing.TB) *fiskapp.Command {
-	tb.Helper()
-	app, err := fiskapp.Load(tb.Context(), fiskapp.Options{Path: fleettest.FiskDemo(tb), Include: config.Filter{Tools: []string{"echo"}}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if len(app.Commands) != 1 {
-		tb.Fatalf("demo app: got %d commands for echo, want 1", len(app.Commands))
-	}
-	return app.Commands[0]
-}
-
 // BenchmarkExecEchoDirect execs the argv A2ACallEcho's agent runs, with
 // its output captured: the cost of the command itself.
 func BenchmarkExecEchoDirect(b *testing.B) {
-	argv, err := demoEcho(b).Argv(echoInput)
+	argv, err := fisktest.DemoCommand(b, "echo").Argv(echoInput)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -159,7 +144,7 @@ func BenchmarkExecEchoDirect(b *testing.B) {
 // capped output) without NATS: what the agent does per call besides the
 // round trip.
 func BenchmarkFiskappCallEcho(b *testing.B) {
-	cmd := demoEcho(b)
+	cmd := fisktest.DemoCommand(b, "echo")
 	b.ReportAllocs()
 	for b.Loop() {
 		out, err := cmd.Call(b.Context(), tool.Request{Input: echoInput})

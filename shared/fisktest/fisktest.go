@@ -17,6 +17,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 )
 
 // Packages the tests build. shared must not import the integration module
@@ -183,4 +186,18 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// DemoCommand loads the demo application with only the command name
+// selected and returns it, for tests and benchmarks of a single command.
+func DemoCommand(tb testing.TB, name string) *fiskapp.Command {
+	tb.Helper()
+	app, err := fiskapp.Load(tb.Context(), fiskapp.Options{Path: FiskDemo(tb), Include: config.Filter{Tools: []string{name}}})
+	if err != nil {
+		tb.Fatalf("fisktest: loading the demo app: %v", err)
+	}
+	if len(app.Commands) != 1 {
+		tb.Fatalf("fisktest: demo app: got %d commands named %s, want 1", len(app.Commands), name)
+	}
+	return app.Commands[0]
 }

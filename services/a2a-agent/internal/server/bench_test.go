@@ -21,7 +21,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
-	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
@@ -30,19 +29,6 @@ import (
 
 // benchEchoInput is the call every echo benchmark makes.
 var benchEchoInput = json.RawMessage(`{"message":"hi"}`)
-
-// benchEcho loads the demo app's echo command alone.
-func benchEcho(tb testing.TB) *fiskapp.Command {
-	tb.Helper()
-	app, err := fiskapp.Load(tb.Context(), fiskapp.Options{Path: fisktest.FiskDemo(tb), Include: config.Filter{Tools: []string{"echo"}}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if len(app.Commands) != 1 {
-		tb.Fatalf("demo app: got %d commands for echo, want 1", len(app.Commands))
-	}
-	return app.Commands[0]
-}
 
 func BenchmarkServerCallEcho(b *testing.B) {
 	_, c, _ := serveDemo(b, server.Config{Identity: "bench"}, fiskapp.Options{})
@@ -59,7 +45,7 @@ func BenchmarkServerCallEcho(b *testing.B) {
 }
 
 func BenchmarkNATSExecEcho(b *testing.B) {
-	argv, err := benchEcho(b).Argv(benchEchoInput)
+	argv, err := fisktest.DemoCommand(b, "echo").Argv(benchEchoInput)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +81,7 @@ func BenchmarkServerDiscover(b *testing.B) {
 }
 
 func BenchmarkCommandCallEcho(b *testing.B) {
-	echo := benchEcho(b)
+	echo := fisktest.DemoCommand(b, "echo")
 	req := tool.Request{Input: benchEchoInput}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -107,7 +93,7 @@ func BenchmarkCommandCallEcho(b *testing.B) {
 }
 
 func BenchmarkExecEchoDirect(b *testing.B) {
-	argv, err := benchEcho(b).Argv(benchEchoInput)
+	argv, err := fisktest.DemoCommand(b, "echo").Argv(benchEchoInput)
 	if err != nil {
 		b.Fatal(err)
 	}
