@@ -95,8 +95,8 @@ func hostileInputs(tb testing.TB) []hostileCase {
 			wantErr: ErrInvalidMessage, wantIn: "at '/recipient': missing property 'name'"},
 		{name: "missing tool name", into: intoToolRequest, data: del(toolReq, nil, "name"),
 			wantErr: ErrInvalidMessage, wantIn: "missing property 'name'"},
-		{name: "missing output", into: intoToolReply, data: del(toolRep, nil, "output"),
-			wantErr: ErrInvalidMessage, wantIn: "missing property 'output'"},
+		{name: "missing exec command", into: intoToolReply, data: del(toolRep, []string{"exec"}, "command"),
+			wantErr: ErrInvalidMessage, wantIn: "at '/exec': missing property 'command'"},
 
 		// Header values of the wrong shape.
 		{name: "empty id", into: intoToolRequest, data: set(toolReq, "id", ""),
@@ -123,8 +123,10 @@ func hostileInputs(tb testing.TB) []hostileCase {
 			wantErr: ErrInvalidMessage, wantIn: "at '/time': got number, want string"},
 		{name: "leap second the schema allows but Go cannot hold", into: intoToolRequest, data: set(toolReq, "time", "2016-12-31T23:59:60Z"),
 			wantErr: ErrInvalidMessage, wantIn: "decoding " + ProtocolToolRequest},
-		{name: "too many must_understand", into: intoToolRequest, data: set(toolReq, "must_understand", make([]string, 33)),
-			wantErr: ErrInvalidMessage, wantIn: "at '/must_understand': maxItems"},
+		{name: "must_understand a list", into: intoToolRequest, data: set(toolReq, "must_understand", []string{"x-trace"}),
+			wantErr: ErrInvalidMessage, wantIn: "at '/must_understand': got array, want boolean"},
+		{name: "must_understand a string", into: intoToolRequest, data: set(toolReq, "must_understand", "true"),
+			wantErr: ErrInvalidMessage, wantIn: "at '/must_understand': got string, want boolean"},
 		{name: "null recipient", into: intoToolRequest, data: set(toolReq, "recipient", nil),
 			wantErr: ErrInvalidMessage, wantIn: "at '/recipient': got null, want object"},
 

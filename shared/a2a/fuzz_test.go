@@ -139,15 +139,12 @@ func referenceDuplicateKey(data []byte) (string, bool) {
 }
 
 // canonicalise removes the differences a round trip may legitimately
-// make: raw JSON is compacted, an empty optional list is omitted, and the
+// make: raw JSON is compacted, and the
 // time is compared separately by Equal.
 func canonicalise(tb testing.TB, m Message) {
 	tb.Helper()
 	h := m.header()
 	h.Time = time.Time{}
-	if len(h.MustUnderstand) == 0 {
-		h.MustUnderstand = nil
-	}
 	raw := func(r json.RawMessage) json.RawMessage {
 		if r == nil {
 			return nil

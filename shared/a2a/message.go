@@ -43,9 +43,12 @@ type Header struct {
 	// Recipient is the intended receiver, a label only: replies go to the
 	// transport's inbox whatever it says.
 	Recipient *Participant `json:"recipient,omitempty"`
-	// MustUnderstand lists extensions a receiver must support; it is
-	// schema-valid and not read today.
-	MustUnderstand []string `json:"must_understand,omitempty"`
+	// MustUnderstand, when true, asks a receiver that does not understand
+	// Protocol to fail closed rather than make what it can of the message.
+	// It is a boolean in v1. Every receiver here already fails closed on a
+	// protocol id it does not know (see [Decode]), so it changes nothing
+	// on receive; nothing here sets it.
+	MustUnderstand bool `json:"must_understand,omitempty"`
 }
 
 // Message is implemented by every message type. The unexported method
@@ -99,6 +102,11 @@ type ToolRequest struct {
 // ToolReply is a tool call's outcome. IsError marks an in-band failure
 // (unknown tool, bad input, denial, timeout); a command that ran carries
 // Exec, and its non-zero exit is not an error.
+//
+// Fisk AI's own v1 agents omit output when it is empty (and exit_code when
+// it is 0); both are optional in v1, so a reply without them decodes to
+// the zero values, which mean exactly that. Output is always sent: every
+// v1 receiver accepts it, and an explicit "" reads the same to all of them.
 type ToolReply struct {
 	Header
 	IsError bool   `json:"is_error,omitempty"`
@@ -106,7 +114,8 @@ type ToolReply struct {
 	Exec    *Exec  `json:"exec,omitempty"`
 }
 
-// Exec describes the command a tool call ran.
+// Exec describes the command a tool call ran. ExitCode is always sent,
+// also when 0, though v1 agents omit a 0 and absence decodes as 0.
 type Exec struct {
 	Command   string `json:"command"`
 	ExitCode  int    `json:"exit_code"`

@@ -11,7 +11,7 @@ import (
 func withOptionalHeader[M Message](m M) M {
 	h := m.header()
 	h.Parent = "parent-1"
-	h.MustUnderstand = []string{"x-trace", "x-priority"}
+	h.MustUnderstand = true
 	return m
 }
 
