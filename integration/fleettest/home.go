@@ -31,6 +31,17 @@ func (h *Home) AddContext(tb testing.TB, srv *natstest.Server, name string, extr
 	srv.WriteContext(tb, h.Dir, name, extra)
 }
 
+// AddClusterContext writes a nats context called name whose url lists
+// every server of servers, in order, as an operator writes a cluster into
+// a context ("nats://127.0.0.1:p1,nats://127.0.0.1:p2"). A client picks
+// among them and learns the rest of the cluster from whichever it reaches;
+// a context of a single server places a process on that server. extra
+// adds fields as in [Home.AddContext].
+func (h *Home) AddClusterContext(tb testing.TB, name string, servers []*natstest.Server, extra map[string]string) {
+	tb.Helper()
+	natstest.WriteURLContext(tb, h.Dir, name, natstest.URLs(servers...), extra)
+}
+
 // inheritedSettings are variables of the test's own environment that would
 // change what a child does behind the test's back: the selected nats
 // context, the config file and log settings the services read from the

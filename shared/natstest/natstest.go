@@ -47,7 +47,8 @@ func StartWithOptions(tb testing.TB, opts server.Options) *Server {
 	opts.NoSigs = true
 	s := &Server{opts: opts, tb: tb}
 	s.start()
-	tb.Cleanup(s.Shutdown)
+	// Shut down whichever instance runs at the end: Restart replaces it.
+	tb.Cleanup(func() { s.Server.Shutdown() })
 	return s
 }
 
@@ -83,6 +84,7 @@ func (s *Server) start() {
 	if _, port, err := net.SplitHostPort(srv.Addr().String()); err == nil {
 		s.opts.Port, _ = strconv.Atoi(port)
 	}
+	s.pinListeners(&opts)
 }
 
 // URL is the client URL, for nats.Connect and contexts.
