@@ -141,3 +141,34 @@ func BenchmarkStampOnly(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkDecodeDiscoveryRequest(b *testing.B) {
+	data := mustEncode(b, NewDiscoveryRequest(alice, "bob"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Decode(data, &DiscoveryRequest{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeDiscoveryRequest(b *testing.B) {
+	m := NewDiscoveryRequest(alice, "bob")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Encode(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCardCacheMatch(b *testing.B) {
+	cr := sampleCardReply(b)
+	data, _ := cardReplyBytes(b, cr)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := cr.match(data); !ok {
+			b.Fatal("no match")
+		}
+	}
+}

@@ -19,11 +19,11 @@ type CardReply struct {
 // NewCardReply encodes card once and validates a full reply carrying it,
 // so every reply it makes is schema-valid.
 func NewCardReply(card AgentCard) (*CardReply, error) {
-	body, err := json.Marshal(card)
+	body, err := marshalCardBody(card)
 	if err != nil {
-		return nil, fmt.Errorf("%w: marshalling agent card: %w", ErrInvalidMessage, err)
+		return nil, err
 	}
-	c := &CardReply{card: card, body: body[1:]}
+	c := &CardReply{card: card, body: body}
 	// Validate one spliced reply in full; Reply then only stamps headers.
 	probe := NewDiscoveryRequest(Participant{Name: card.Name}, card.Name)
 	data, err := c.Reply(probe, Participant{Name: card.Name})
@@ -56,4 +56,14 @@ func (c *CardReply) Reply(req *DiscoveryRequest, from Participant) ([]byte, erro
 		return nil, fmt.Errorf("%w: discovery reply is %d bytes, the limit is %d", ErrTooLarge, out.Len(), MaxMessageSize)
 	}
 	return out.Bytes(), nil
+}
+
+// marshalCardBody returns the card's JSON object without its opening brace:
+// what a reply carries after its header's fields.
+func marshalCardBody(card AgentCard) ([]byte, error) {
+	body, err := json.Marshal(card)
+	if err != nil {
+		return nil, fmt.Errorf("%w: marshalling agent card: %w", ErrInvalidMessage, err)
+	}
+	return body[1:], nil
 }

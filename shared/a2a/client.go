@@ -38,6 +38,8 @@ type Transport interface {
 type Client struct {
 	transport Transport
 	self      Participant
+	// cards spares Discover re-validating a card it has validated before.
+	cards cardCache
 }
 
 // NewClient returns a client that sends as self over transport, which the
@@ -60,8 +62,15 @@ func (c *Client) Discover(ctx context.Context, identity string) (*DiscoveryReply
 		return nil, err
 	}
 	req := NewDiscoveryRequest(c.self, identity)
-	reply := &DiscoveryReply{}
-	if err := c.roundTrip(ctx, identity, RouteDiscovery, req, reply); err != nil {
+	raw, err := c.send(ctx, identity, RouteDiscovery, req)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.cards.decode(identity, raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s reply from %s: %w", RouteDiscovery, identity, err)
+	}
+	if err := checkAnswers(identity, RouteDiscovery, req, reply); err != nil {
 		return nil, err
 	}
 	return reply, nil
@@ -83,17 +92,31 @@ func (c *Client) CallTool(ctx context.Context, identity, name string, input json
 }
 
 func (c *Client) roundTrip(ctx context.Context, identity string, route Route, req, reply Message) error {
-	data, err := Encode(req)
+	raw, err := c.send(ctx, identity, route, req)
 	if err != nil {
-		return fmt.Errorf("encoding %s request: %w", route, err)
-	}
-	raw, err := c.transport.RoundTrip(ctx, identity, route, data)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", route, identity, err)
+		return err
 	}
 	if err := Decode(raw, reply); err != nil {
 		return fmt.Errorf("%s reply from %s: %w", route, identity, err)
 	}
+	return checkAnswers(identity, route, req, reply)
+}
+
+// send encodes req and returns the raw reply to it.
+func (c *Client) send(ctx context.Context, identity string, route Route, req Message) ([]byte, error) {
+	data, err := Encode(req)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s request: %w", route, err)
+	}
+	raw, err := c.transport.RoundTrip(ctx, identity, route, data)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", route, identity, err)
+	}
+	return raw, nil
+}
+
+// checkAnswers refuses a reply that does not answer req.
+func checkAnswers(identity string, route Route, req, reply Message) error {
 	if got, want := reply.header().Request, req.header().ID; got != want {
 		return fmt.Errorf("%w: %s reply from %s answers request %q, sent %q", ErrMismatchedReply, route, identity, got, want)
 	}

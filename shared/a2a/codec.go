@@ -21,7 +21,16 @@ const MaxMessageSize = 768 << 10
 // validator holds the compiled schema of every protocol id.
 type validator struct {
 	byProtocol map[string]*jsonschema.Schema
+	// header admits an object of header fields only: the header of a
+	// discovery reply whose card the client has validated before (see
+	// cardCache).
+	header *jsonschema.Schema
 }
+
+// headerOnlyURL names the schema of a closed header object. It is not a
+// protocol id and not a file of the schemas module: only the card cache
+// validates against it.
+const headerOnlyURL = schemas.BaseURL + "internal/header-only.json"
 
 // compiled compiles the embedded schemas once per process.
 var compiled = sync.OnceValues(compileSchemas)
@@ -48,7 +57,14 @@ func compileSchemas() (*validator, error) {
 			return nil, fmt.Errorf("adding schema %s: %w", e.Name(), err)
 		}
 	}
+	headerOnly := map[string]any{"$ref": "../common.json#/$defs/header", "unevaluatedProperties": false}
+	if err := c.AddResource(headerOnlyURL, headerOnly); err != nil {
+		return nil, fmt.Errorf("adding the header-only schema: %w", err)
+	}
 	v := &validator{byProtocol: make(map[string]*jsonschema.Schema, len(schemas.Kinds))}
+	if v.header, err = c.Compile(headerOnlyURL); err != nil {
+		return nil, fmt.Errorf("compiling the header-only schema: %w", err)
+	}
 	for _, kind := range schemas.Kinds {
 		s, err := c.Compile(schemas.BaseURL + kind + ".json")
 		if err != nil {
@@ -110,6 +126,12 @@ func Encode(m Message) ([]byte, error) {
 // it is); the parsed body is validated against that id's schema; and only
 // then is it unmarshalled into m.
 func Decode(data []byte, m Message) error {
+	return decodeAs(data, m, m.ProtocolID(), mustValidator().byProtocol[m.ProtocolID()])
+}
+
+// decodeAs is [Decode] into v, a message or a part of one, whose protocol
+// id must be want, validated against schema.
+func decodeAs(data []byte, v any, want string, schema *jsonschema.Schema) error {
 	if len(data) > MaxMessageSize {
 		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(data), MaxMessageSize)
 	}
@@ -125,13 +147,16 @@ func Decode(data []byte, m Message) error {
 		return fmt.Errorf("%w: not a JSON object", ErrInvalidMessage)
 	}
 	protocol, _ := obj["protocol"].(string)
-	if err := expectProtocol(protocol, m.ProtocolID()); err != nil {
+	if err := expectProtocol(protocol, want); err != nil {
 		return err
 	}
-	if err := mustValidator().validate(protocol, doc); err != nil {
-		return err
+	if schema == nil {
+		return fmt.Errorf("%w: %q has no schema", ErrUnknownProtocol, protocol)
 	}
-	if err := json.Unmarshal(data, m); err != nil {
+	if err := schema.Validate(doc); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidMessage, protocol, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: decoding %s: %w", ErrInvalidMessage, protocol, err)
 	}
 	return nil
