@@ -14,8 +14,10 @@ export PATH := $(GOBIN):$(PATH)
 FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 TESTFLAGS ?=
+# BENCH_OUT is the JSON report `make bench` and `make bench-quick` write.
+BENCH_OUT ?= bin/bench.json
 
-.PHONY: all build test lint fuzz bench run tools clean
+.PHONY: all build test lint fuzz bench bench-quick run tools clean
 
 all: lint build test
 
@@ -62,6 +64,21 @@ bench: tools
 	@set -e; for m in $(MODULES); do \
 		(cd $$m && go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...); \
 	done
+	@$(call benchreport,)
+
+# bench-quick writes the same report with fewer iterations and no Go
+# benchmark loop: under a minute.
+bench-quick:
+	@$(call benchreport,1)
+
+# benchreport runs TestBenchReport (integration/benchreport_test.go): real
+# agents, gateway and a transport-floor replier, measured in one run and
+# written to $(BENCH_OUT) as one flat JSON object; $(1) is 1 for the quick
+# run. The services are linked without cgo, as make build links them, and
+# there is no -race, which would measure the detector.
+benchreport = mkdir -p $(dir $(BENCH_OUT)) && cd integration && \
+	FISKFLEET_BENCH_OUT=$(abspath $(BENCH_OUT)) FISKFLEET_BENCH_QUICK=$(1) CGO_ENABLED=0 \
+	go test -run '^TestBenchReport$$' -count=1 -timeout 30m -v .
 
 # run builds the dev fleet launcher and execs it, so Ctrl-C and SIGTERM
 # reach the launcher itself, which stops every child by PID.

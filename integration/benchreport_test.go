@@ -1,0 +1,701 @@
+package integration_test
+
+// The benchmark report: `make bench` and `make bench-quick` run
+// TestBenchReport, which measures the whole fleet with real processes and
+// writes the figures as one flat JSON object (see benchReport). Every
+// figure that matters is a ratio measured in the same run, because
+// absolute times differ from machine to machine and from minute to minute
+// on a shared one.
+//
+//	FISKFLEET_BENCH_OUT=/abs/bench.json [FISKFLEET_BENCH_QUICK=1] \
+//	  CGO_ENABLED=0 go test -run '^TestBenchReport$' -count=1 -v .
+//
+// Without FISKFLEET_BENCH_OUT the test is skipped, so `make test` only runs
+// the unit tests of the arithmetic below. CGO_ENABLED=0 builds the
+// services as `make build` links them, so the resident memory is that of
+// the binaries an operator runs.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/fiskfleet/fiskfleet/integration/fleettest"
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// Environment of TestBenchReport.
+const (
+	// benchOutEnv names the file the report is written to; the test runs
+	// only when it is set.
+	benchOutEnv = "FISKFLEET_BENCH_OUT"
+	// benchQuickEnv, set to 1, selects [quickBench] instead of
+	// [fullBench].
+	benchQuickEnv = "FISKFLEET_BENCH_QUICK"
+	// natsReplierPackage is the transport floor's replier.
+	natsReplierPackage = "github.com/fiskfleet/fiskfleet/integration/cmd/natsreplier"
+)
+
+// benchSettings sizes one report run.
+type benchSettings struct {
+	mode string
+	// calls and discoveries are the timed iterations per series; warmup
+	// untimed iterations run first, and series are interleaved in batches
+	// of batch so that machine noise falls on each of them alike.
+	calls, callWarmup, callBatch int
+	discoveries, discoveryWarmup int
+	discoveryBatch               int
+	// settle is how long the agent and the gateway idle before their
+	// resident memory is read.
+	settle time.Duration
+	// sleep is the scaling command's duration; scaleWarm and scaleWindow
+	// the untimed ramp and the counted window of each throughput run.
+	sleep, scaleWarm, scaleWindow time.Duration
+}
+
+var (
+	// fullBench is `make bench`: about a minute and a half of measuring.
+	fullBench = benchSettings{
+		mode:  "full",
+		calls: 1000, callWarmup: 20, callBatch: 20,
+		discoveries: 10000, discoveryWarmup: 500, discoveryBatch: 100,
+		settle: 2 * time.Second,
+		sleep:  500 * time.Millisecond, scaleWarm: time.Second, scaleWindow: 10 * time.Second,
+	}
+	// quickBench is `make bench-quick`: the same report in a few seconds
+	// of measuring, with noisier tails.
+	quickBench = benchSettings{
+		mode:  "quick",
+		calls: 100, callWarmup: 5, callBatch: 10,
+		discoveries: 1000, discoveryWarmup: 100, discoveryBatch: 50,
+		settle: time.Second,
+		sleep:  200 * time.Millisecond, scaleWarm: 500 * time.Millisecond, scaleWindow: 3 * time.Second,
+	}
+)
+
+// Scaling run shape: agents of scaleSlots concurrent tools each, and
+// scaleCallersPerSlot callers per slot of the fleet, so that every slot
+// always has a call waiting (NATS spreads a queue group at random, not by
+// load).
+const (
+	scaleAgents         = 4
+	scaleSlots          = 2
+	scaleCallersPerSlot = 4
+)
+
+// benchReport is the JSON object the report writes: flat, one figure per
+// key, all measured in one run. Units are in the key names: _us
+// microseconds, _mib mebibytes (2^20 bytes), _per_s calls per second,
+// _bytes bytes; _ratio_* and efficiency are plain numbers.
+//
+// Latencies are the p50 and p99 (nearest rank, see [percentile]) of the
+// timed iterations of a series:
+//
+//   - exec_direct: fork/exec of the demo's echo argv, output captured; the
+//     baseline of every call ratio.
+//   - exec_guarded: the same command through fiskapp's guarded runner
+//     (argv from JSON, process group, scrubbed environment, capped output).
+//   - a2a_call: a2a.Client.CallTool -> NATS -> a2a-agent process -> echo.
+//   - mcp_call: mcp-go client -> mcp-gateway process (local tool) -> echo.
+//   - mcp_remote_call: mcp-go client -> mcp-gateway -> NATS -> a2a-agent
+//     -> echo (a remote_tools tool).
+//
+// Each call series has <series>_ratio_p50 and _ratio_p99: its percentile
+// over exec_direct's.
+//
+// Discovery series share one NATS connection and one natsbus transport:
+//
+//   - discovery: a2a.Client.Discover against the agent (the client's
+//     stamping, encoding and reply validation included).
+//   - discovery_raw: the same encoded request through the same transport,
+//     reply not decoded: the agent's side alone.
+//   - floor: the same request to natsreplier, another process answering
+//     with the agent's reply bytes and doing no work.
+//
+// discovery_ratio_* is discovery over floor; discovery_raw_ratio_* is
+// discovery_raw over floor, what the agent's handler adds to NATS alone.
+//
+// Scaling: throughput of closed-loop callers of the demo's sleep with one
+// agent, then with four on the same identity; scaling_efficiency is
+// scale4_per_s / (4 × scale1_per_s).
+type benchReport struct {
+	Schema     int    `json:"schema"`
+	Mode       string `json:"mode"`
+	GoVersion  string `json:"go_version"`
+	Timestamp  string `json:"timestamp"`
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	// Load1mStart and Load1mEnd are the one-minute load average around
+	// the run: how busy the machine was.
+	Load1mStart float64 `json:"load_1m_start"`
+	Load1mEnd   float64 `json:"load_1m_end"`
+	ElapsedS    float64 `json:"elapsed_s"`
+
+	Iterations          int `json:"iterations"`
+	WarmupIterations    int `json:"warmup_iterations"`
+	Batch               int `json:"batch"`
+	DiscoveryIterations int `json:"discovery_iterations"`
+	DiscoveryWarmup     int `json:"discovery_warmup_iterations"`
+	DiscoveryBatch      int `json:"discovery_batch"`
+
+	ExecDirectP50 float64 `json:"exec_direct_p50_us"`
+	ExecDirectP99 float64 `json:"exec_direct_p99_us"`
+
+	ExecGuardedP50      float64 `json:"exec_guarded_p50_us"`
+	ExecGuardedP99      float64 `json:"exec_guarded_p99_us"`
+	ExecGuardedRatioP50 float64 `json:"exec_guarded_ratio_p50"`
+	ExecGuardedRatioP99 float64 `json:"exec_guarded_ratio_p99"`
+
+	A2ACallP50      float64 `json:"a2a_call_p50_us"`
+	A2ACallP99      float64 `json:"a2a_call_p99_us"`
+	A2ACallRatioP50 float64 `json:"a2a_call_ratio_p50"`
+	A2ACallRatioP99 float64 `json:"a2a_call_ratio_p99"`
+
+	MCPCallP50      float64 `json:"mcp_call_p50_us"`
+	MCPCallP99      float64 `json:"mcp_call_p99_us"`
+	MCPCallRatioP50 float64 `json:"mcp_call_ratio_p50"`
+	MCPCallRatioP99 float64 `json:"mcp_call_ratio_p99"`
+
+	MCPRemoteCallP50      float64 `json:"mcp_remote_call_p50_us"`
+	MCPRemoteCallP99      float64 `json:"mcp_remote_call_p99_us"`
+	MCPRemoteCallRatioP50 float64 `json:"mcp_remote_call_ratio_p50"`
+	MCPRemoteCallRatioP99 float64 `json:"mcp_remote_call_ratio_p99"`
+
+	DiscoveryRequestBytes int     `json:"discovery_request_bytes"`
+	DiscoveryReplyBytes   int     `json:"discovery_reply_bytes"`
+	DiscoveryP50          float64 `json:"discovery_p50_us"`
+	DiscoveryP99          float64 `json:"discovery_p99_us"`
+	DiscoveryRawP50       float64 `json:"discovery_raw_p50_us"`
+	DiscoveryRawP99       float64 `json:"discovery_raw_p99_us"`
+	FloorP50              float64 `json:"floor_p50_us"`
+	FloorP99              float64 `json:"floor_p99_us"`
+	DiscoveryRatioP50     float64 `json:"discovery_ratio_p50"`
+	DiscoveryRatioP99     float64 `json:"discovery_ratio_p99"`
+	DiscoveryRawRatioP50  float64 `json:"discovery_raw_ratio_p50"`
+	DiscoveryRawRatioP99  float64 `json:"discovery_raw_ratio_p99"`
+
+	// Idle resident memory after start and the settle; _after is the
+	// same process once every series above has run through it.
+	AgentIdleRSS      float64 `json:"agent_idle_rss_mib"`
+	GatewayIdleRSS    float64 `json:"gateway_idle_rss_mib"`
+	AgentRSSAfter     float64 `json:"agent_rss_after_mib"`
+	GatewayRSSAfter   float64 `json:"gateway_rss_after_mib"`
+	ScaleSleepMS      float64 `json:"scale_sleep_ms"`
+	ScaleSlots        int     `json:"scale_slots_per_agent"`
+	ScaleCallersSlot  int     `json:"scale_callers_per_slot"`
+	ScaleWindowS      float64 `json:"scale_window_s"`
+	Scale1PerS        float64 `json:"scale1_per_s"`
+	Scale4PerS        float64 `json:"scale4_per_s"`
+	ScalingEfficiency float64 `json:"scaling_efficiency"`
+}
+
+// benchSeries is one measured path: run makes one call and checks its
+// result; samples are the timed calls' durations.
+type benchSeries struct {
+	name    string
+	run     func(context.Context) error
+	samples []time.Duration
+}
+
+// interleave runs warmup untimed calls of every series, then iterations
+// timed calls of each, in batches taken in turn (the first series of a
+// round rotates), so a slow spell of the machine falls on every series
+// alike. It fails tb on the first failed call.
+func interleave(tb testing.TB, series []*benchSeries, warmup, iterations, batch int) {
+	tb.Helper()
+	ctx := tb.Context()
+	for _, s := range series {
+		for range warmup {
+			if err := s.run(ctx); err != nil {
+				tb.Fatalf("%s warm-up: %v", s.name, err)
+			}
+		}
+		s.samples = make([]time.Duration, 0, iterations)
+	}
+	for round := 0; len(series[0].samples) < iterations; round++ {
+		for i := range series {
+			s := series[(round+i)%len(series)]
+			for j := 0; j < batch && len(s.samples) < iterations; j++ {
+				start := time.Now()
+				err := s.run(ctx)
+				d := time.Since(start)
+				if err != nil {
+					tb.Fatalf("%s iteration %d: %v", s.name, len(s.samples), err)
+				}
+				s.samples = append(s.samples, d)
+			}
+		}
+	}
+}
+
+// percentile returns the nearest-rank p-th percentile (0 < p <= 100) of
+// samples: the smallest sample at least p % of the samples are less than
+// or equal to. It sorts a copy; an empty slice gives 0.
+func percentile(samples []time.Duration, p float64) time.Duration {
+	if len(samples) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(samples)
+	slices.Sort(sorted)
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// micros is d in microseconds, to 0.1 µs.
+func micros(d time.Duration) float64 { return round(float64(d)/float64(time.Microsecond), 1) }
+
+// ratio is a over b to three decimals, or 0 when b is not positive.
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return round(a/b, 3)
+}
+
+// round rounds x to digits decimals.
+func round(x float64, digits int) float64 {
+	p := math.Pow10(digits)
+	return math.Round(x*p) / p
+}
+
+// efficiency is how much of n times the single-process throughput n
+// processes reach: 1 is perfect scaling.
+func efficiency(one, many float64, n int) float64 { return ratio(many, float64(n)*one) }
+
+// throughput runs callers closed-loop calls of call for warm plus window
+// and returns the calls per second that completed inside window. Calls
+// still running when window ends finish before it returns; the first
+// error is returned.
+func throughput(ctx context.Context, callers int, warm, window time.Duration, call func(context.Context) error) (float64, error) {
+	from := time.Now().Add(warm)
+	until := from.Add(window)
+	var (
+		counted atomic.Int64
+		errOnce sync.Once
+		first   error
+		wg      sync.WaitGroup
+	)
+	for range callers {
+		wg.Go(func() {
+			for time.Now().Before(until) && ctx.Err() == nil {
+				err := call(ctx)
+				if err != nil {
+					errOnce.Do(func() { first = err })
+					return
+				}
+				if now := time.Now(); !now.Before(from) && !now.After(until) {
+					counted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return 0, first
+	}
+	return float64(counted.Load()) / window.Seconds(), ctx.Err()
+}
+
+// load1m reads the one-minute load average, or 0 when /proc has none.
+func load1m() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// settleRSS waits d, then returns pid's resident memory in MiB, failing tb
+// when /proc cannot tell.
+func settleRSS(tb testing.TB, name string, pid int, d time.Duration) float64 {
+	tb.Helper()
+	select {
+	case <-time.After(d):
+	case <-tb.Context().Done():
+		tb.Fatalf("interrupted while %s settled", name)
+	}
+	return mustRSS(tb, name, pid)
+}
+
+func mustRSS(tb testing.TB, name string, pid int) float64 {
+	tb.Helper()
+	rss, ok := rssMiB(pid)
+	if !ok {
+		tb.Fatalf("%s (pid %d): no VmRSS in /proc/%d/status", name, pid, pid)
+	}
+	return round(rss, 2)
+}
+
+// startAgentsAtOnce starts `a2a-agent serve` on each config without
+// waiting in between, then waits until every one serves: start-ups
+// overlap, which on a slow machine saves seconds per agent.
+func startAgentsAtOnce(tb testing.TB, env []string, configs ...string) []*fleettest.Process {
+	tb.Helper()
+	procs := make([]*fleettest.Process, len(configs))
+	for i, cfg := range configs {
+		procs[i] = fleettest.Start(tb, env, fleettest.A2AAgent(tb), "serve", "--config", cfg)
+	}
+	for _, p := range procs {
+		p.WaitOutput(tb, fleettest.A2AServingLog, fleettest.ReadyTimeout)
+	}
+	return procs
+}
+
+// mcpEcho calls an echo tool of the gateway and checks its output.
+func mcpEcho(c *client.Client, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = name
+		req.Params.Arguments = map[string]any{"message": "hi"}
+		res, err := c.CallTool(ctx, req)
+		if err != nil {
+			return err
+		}
+		var cr tool.CommandResult
+		if res.IsError {
+			return fmt.Errorf("isError: %s", mcpText(res))
+		}
+		if err := json.Unmarshal([]byte(mcpText(res)), &cr); err != nil || cr.Output != "hi\n" {
+			return fmt.Errorf("got %q (%v), want a command result with output \"hi\\n\"", mcpText(res), err)
+		}
+		return nil
+	}
+}
+
+// TestBenchReport measures the fleet and writes [benchReport] to the file
+// named by FISKFLEET_BENCH_OUT. Run it through `make bench` or `make
+// bench-quick`; it asserts only that every measured call succeeded.
+func TestBenchReport(t *testing.T) {
+	out := os.Getenv(benchOutEnv)
+	if out == "" {
+		t.Skipf("set %s (make bench, make bench-quick) to measure the fleet and write the report", benchOutEnv)
+	}
+	set := fullBench
+	if os.Getenv(benchQuickEnv) == "1" {
+		set = quickBench
+	}
+	began := time.Now()
+	rep := benchReport{
+		Schema: 1, Mode: set.mode, GoVersion: runtime.Version(),
+		Timestamp: began.UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Load1mStart: load1m(),
+		Iterations:  set.calls, WarmupIterations: set.callWarmup, Batch: set.callBatch,
+		DiscoveryIterations: set.discoveries, DiscoveryWarmup: set.discoveryWarmup, DiscoveryBatch: set.discoveryBatch,
+	}
+	ctx := t.Context()
+
+	// The fleet: one agent "bench", a gateway serving echo locally and
+	// importing bench's tools (no periodic refresh: it would add discovery
+	// traffic to the measurement).
+	b := newBus(t)
+	scaled := fleettest.WriteAgentConfig(t, b.demoAgent(t, "scale", scaleSlots))
+	started := startAgentsAtOnce(t, b.home.Env(), fleettest.WriteAgentConfig(t, b.demoAgent(t, "bench", 2)), scaled)
+	agent, procs := started[0], started[1:]
+	gw := startGateway(t, b.home.Env(), b.gatewayConfig(t, "0", "bench"))
+	rep.AgentIdleRSS = settleRSS(t, "a2a-agent", agent.PID, set.settle)
+	rep.GatewayIdleRSS = mustRSS(t, "mcp-gateway", gw.PID)
+	t.Logf("idle RSS after %s: a2a-agent %.2f MiB, mcp-gateway %.2f MiB", set.settle, rep.AgentIdleRSS, rep.GatewayIdleRSS)
+
+	mc := connectMCP(t, gw.URL, nil)
+	if names := listNames(t, mc); !slices.Contains(names, "echo") || !slices.Contains(names, "bench_echo") {
+		t.Fatalf("gateway tools: got %v, want echo and bench_echo", names)
+	}
+	nc := b.ns.Connect(t)
+	tr := natsbus.NewTransport(nc)
+	ac, err := a2a.NewClient(tr, a2a.Participant{Name: "bench-report"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Calls.
+	echo := fisktest.DemoCommand(t, "echo")
+	argv, err := echo.Argv(echoInput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []*benchSeries{
+		{name: "exec_direct", run: func(context.Context) error {
+			out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+			if err != nil || string(out) != "hi\n" {
+				return fmt.Errorf("exec %v: got %q (%v), want \"hi\\n\"", argv, out, err)
+			}
+			return nil
+		}},
+		{name: "exec_guarded", run: func(ctx context.Context) error {
+			o, err := echo.Call(ctx, tool.Request{Input: echoInput})
+			if err != nil || o.Result == nil || o.Result.Output != "hi\n" {
+				return fmt.Errorf("got %+v (%v), want output \"hi\\n\"", o, err)
+			}
+			return nil
+		}},
+		{name: "a2a_call", run: func(ctx context.Context) error {
+			r, err := ac.CallTool(ctx, "bench", "echo", echoInput)
+			if err != nil || r.IsError || r.Output != "hi\n" {
+				return fmt.Errorf("got %+v (%v), want output \"hi\\n\"", r, err)
+			}
+			return nil
+		}},
+		{name: "mcp_call", run: mcpEcho(mc, "echo")},
+		{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo")},
+	}
+	interleave(t, calls, set.callWarmup, set.calls, set.callBatch)
+	p := func(s *benchSeries, q float64) float64 { return micros(percentile(s.samples, q)) }
+	direct50, direct99 := p(calls[0], 50), p(calls[0], 99)
+	rep.ExecDirectP50, rep.ExecDirectP99 = direct50, direct99
+	for _, c := range []struct {
+		s                  *benchSeries
+		p50, p99, r50, r99 *float64
+	}{
+		{calls[1], &rep.ExecGuardedP50, &rep.ExecGuardedP99, &rep.ExecGuardedRatioP50, &rep.ExecGuardedRatioP99},
+		{calls[2], &rep.A2ACallP50, &rep.A2ACallP99, &rep.A2ACallRatioP50, &rep.A2ACallRatioP99},
+		{calls[3], &rep.MCPCallP50, &rep.MCPCallP99, &rep.MCPCallRatioP50, &rep.MCPCallRatioP99},
+		{calls[4], &rep.MCPRemoteCallP50, &rep.MCPRemoteCallP99, &rep.MCPRemoteCallRatioP50, &rep.MCPRemoteCallRatioP99},
+	} {
+		*c.p50, *c.p99 = p(c.s, 50), p(c.s, 99)
+		*c.r50, *c.r99 = ratio(*c.p50, direct50), ratio(*c.p99, direct99)
+	}
+	for _, s := range calls {
+		t.Logf("%-16s p50 %9.1f µs  p99 %9.1f µs  (×%.3f / ×%.3f of exec_direct)", s.name, p(s, 50), p(s, 99), ratio(p(s, 50), direct50), ratio(p(s, 99), direct99))
+	}
+
+	// Discovery against the transport floor: capture the agent's reply to
+	// one encoded request, serve those bytes from natsreplier on the
+	// discovery subject of an identity of the same length, then time the
+	// same request through the same transport to both.
+	const floorIdentity = "floor" // len("bench")
+	reqBytes, err := a2a.Encode(a2a.NewDiscoveryRequest(a2a.Participant{Name: "bench-report"}, "bench"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replyBytes, err := tr.RoundTrip(ctx, "bench", a2a.RouteDiscovery, reqBytes)
+	if err != nil {
+		t.Fatalf("discovery of bench: %v", err)
+	}
+	if err := a2a.Decode(replyBytes, &a2a.DiscoveryReply{}); err != nil {
+		t.Fatalf("discovery reply of bench: %v", err)
+	}
+	payload := fleettest.WriteFile(t, t.TempDir(), "discovery-reply.json", string(replyBytes))
+	replier := fleettest.Start(t, b.home.Env(), fisktest.Build(t, natsReplierPackage, "natsreplier"),
+		"--url", b.ns.URL(), "--subject", natsbus.DiscoverySubject(floorIdentity), "--payload", payload)
+	replier.WaitOutput(t, "ready", fleettest.ReadyTimeout)
+	rep.DiscoveryRequestBytes, rep.DiscoveryReplyBytes = len(reqBytes), len(replyBytes)
+
+	// The agent stamps a fresh id and time into each reply, so its size
+	// may differ from the captured one by a few bytes; the floor's never.
+	raw := func(identity string, slack int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			got, err := tr.RoundTrip(ctx, identity, a2a.RouteDiscovery, reqBytes)
+			if err != nil || len(got) < len(replyBytes)-slack || len(got) > len(replyBytes)+slack {
+				return fmt.Errorf("got %d bytes (%v), want %d ± %d", len(got), err, len(replyBytes), slack)
+			}
+			return nil
+		}
+	}
+	disc := []*benchSeries{
+		{name: "discovery", run: func(ctx context.Context) error {
+			r, err := ac.Discover(ctx, "bench")
+			if err != nil || r.Name != "bench" {
+				return fmt.Errorf("got %+v (%v), want the card of bench", r, err)
+			}
+			return nil
+		}},
+		{name: "discovery_raw", run: raw("bench", 16)},
+		{name: "floor", run: raw(floorIdentity, 0)},
+	}
+	interleave(t, disc, set.discoveryWarmup, set.discoveries, set.discoveryBatch)
+	rep.DiscoveryP50, rep.DiscoveryP99 = p(disc[0], 50), p(disc[0], 99)
+	rep.DiscoveryRawP50, rep.DiscoveryRawP99 = p(disc[1], 50), p(disc[1], 99)
+	rep.FloorP50, rep.FloorP99 = p(disc[2], 50), p(disc[2], 99)
+	rep.DiscoveryRatioP50, rep.DiscoveryRatioP99 = ratio(rep.DiscoveryP50, rep.FloorP50), ratio(rep.DiscoveryP99, rep.FloorP99)
+	rep.DiscoveryRawRatioP50, rep.DiscoveryRawRatioP99 = ratio(rep.DiscoveryRawP50, rep.FloorP50), ratio(rep.DiscoveryRawP99, rep.FloorP99)
+	for _, s := range disc {
+		t.Logf("%-16s p50 %9.1f µs  p99 %9.1f µs  (×%.3f / ×%.3f of floor; %d-byte request, %d-byte reply)", s.name, p(s, 50), p(s, 99), ratio(p(s, 50), rep.FloorP50), ratio(p(s, 99), rep.FloorP99), len(reqBytes), len(replyBytes))
+	}
+	rep.AgentRSSAfter = mustRSS(t, "a2a-agent", agent.PID)
+	rep.GatewayRSSAfter = mustRSS(t, "mcp-gateway", gw.PID)
+
+	// Scaling: one agent (started with the fleet), then three more on
+	// the same identity.
+	rep.ScaleSleepMS = float64(set.sleep.Milliseconds())
+	rep.ScaleSlots, rep.ScaleCallersSlot, rep.ScaleWindowS = scaleSlots, scaleCallersPerSlot, set.scaleWindow.Seconds()
+	input := json.RawMessage(fmt.Sprintf(`{"duration":%q}`, set.sleep))
+	measure := func(n int) float64 {
+		t.Helper()
+		pids := pidsOf(procs)
+		var mu sync.Mutex
+		perPID := map[int]int{}
+		callers := n * scaleSlots * scaleCallersPerSlot
+		tp, err := throughput(ctx, callers, set.scaleWarm, set.scaleWindow, func(ctx context.Context) error {
+			r, err := ac.CallTool(ctx, "scale", "sleep", input)
+			if err != nil {
+				return err
+			}
+			pid, ok := servedBy(r)
+			if !ok || !slices.Contains(pids, pid) {
+				return fmt.Errorf("got %+v, want a sleep run by one of %v", r, pids)
+			}
+			mu.Lock()
+			perPID[pid]++
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("scaling over %d agents: %v", n, err)
+		}
+		t.Logf("scaling: %d agent(s) × %d slots, %d callers of sleep %s: %.2f calls/s (calls per agent %v)", n, scaleSlots, callers, set.sleep, tp, perPID)
+		return round(tp, 2)
+	}
+	rep.Scale1PerS = measure(1)
+	procs = append(procs, startAgentsAtOnce(t, b.home.Env(), slices.Repeat([]string{scaled}, scaleAgents-1)...)...)
+	rep.Scale4PerS = measure(scaleAgents)
+	rep.ScalingEfficiency = efficiency(rep.Scale1PerS, rep.Scale4PerS, scaleAgents)
+	t.Logf("scaling efficiency: %.3f", rep.ScalingEfficiency)
+
+	rep.Load1mEnd = load1m()
+	rep.ElapsedS = round(time.Since(began).Seconds(), 1)
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+		t.Fatalf("writing the report: %v", err)
+	}
+	t.Logf("report written to %s:\n%s", out, data)
+}
+
+func TestPercentile(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = 100 - i // 100 … 1, unsorted
+	}
+	tests := []struct {
+		name    string
+		samples []time.Duration
+		p       float64
+		want    time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"one sample", ms(7), 99, 7 * time.Millisecond},
+		{"median of odd count", ms(5, 1, 3), 50, 3 * time.Millisecond},
+		{"median of even count is the lower middle", ms(4, 1, 3, 2), 50, 2 * time.Millisecond},
+		{"p99 of 100 is the 99th", ms(hundred...), 99, 99 * time.Millisecond},
+		{"p50 of 100 is the 50th", ms(hundred...), 50, 50 * time.Millisecond},
+		{"p100 is the maximum", ms(hundred...), 100, 100 * time.Millisecond},
+		{"p99 of 10 is the maximum", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 99, 10 * time.Millisecond},
+		{"tiny p is the minimum", ms(9, 8, 7), 0.1, 7 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := slices.Clone(tt.samples)
+			if got := percentile(tt.samples, tt.p); got != tt.want {
+				t.Errorf("percentile(p%v): got %s, want %s", tt.p, got, tt.want)
+			}
+			if !slices.Equal(tt.samples, before) {
+				t.Errorf("samples: got %v after the call, want them unsorted as given %v", tt.samples, before)
+			}
+		})
+	}
+}
+
+func TestBenchRatios(t *testing.T) {
+	tests := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"ratio rounds to three decimals", ratio(2, 3), 0.667},
+		{"ratio of equals", ratio(1234.5, 1234.5), 1},
+		{"ratio over zero is zero", ratio(5, 0), 0},
+		{"micros keeps a tenth", micros(1234567 * time.Nanosecond), 1234.6},
+		{"perfect scaling", efficiency(10, 40, 4), 1},
+		{"no scaling", efficiency(10, 10, 4), 0.25},
+		{"nothing measured", efficiency(0, 40, 4), 0},
+		{"most of it", efficiency(9.5, 36.1, 4), 0.95},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+// TestBenchReportFlat keeps the report one flat object of numbers and
+// strings with unique keys, as its consumers (jq, a spreadsheet, the
+// optimisation work comparing runs) read it.
+func TestBenchReportFlat(t *testing.T) {
+	data, err := json.Marshal(benchReport{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(doc), reflect.TypeFor[benchReport]().NumField(); got != want {
+		t.Errorf("keys: got %d, want one per field (%d)", got, want)
+	}
+	for k, v := range doc {
+		switch v.(type) {
+		case float64, string:
+		default:
+			t.Errorf("%s: got %T, want a number or a string", k, v)
+		}
+	}
+	for _, k := range []string{"go_version", "timestamp", "cpus", "iterations", "exec_direct_p50_us", "a2a_call_ratio_p50", "mcp_remote_call_p99_us", "discovery_ratio_p50", "floor_p99_us", "agent_idle_rss_mib", "gateway_idle_rss_mib", "scaling_efficiency"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("key %s: missing", k)
+		}
+	}
+}
+
+// TestThroughputStopsOnError returns the first failed call instead of a
+// rate.
+func TestThroughputStopsOnError(t *testing.T) {
+	boom := errors.New("boom")
+	var calls atomic.Int32
+	_, err := throughput(t.Context(), 3, 0, time.Minute, func(context.Context) error {
+		calls.Add(1)
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("throughput: got %v, want %v", err, boom)
+	}
+	if got := calls.Load(); got != 3 {
+		t.Errorf("calls: got %d, want one per caller (3) before each stops", got)
+	}
+}
