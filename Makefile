@@ -16,8 +16,12 @@ BENCHTIME ?= 1s
 TESTFLAGS ?=
 # BENCH_OUT is the JSON report `make bench` and `make bench-quick` write.
 BENCH_OUT ?= bin/bench.json
+# SOAK is how long `make soak` drives the dev fleet, SOAK_RATE its calls
+# per second.
+SOAK      ?= 10m
+SOAK_RATE ?= 10
 
-.PHONY: all build test lint fuzz bench bench-quick run tools clean
+.PHONY: all build test lint fuzz bench bench-quick soak run tools clean
 
 all: lint build test
 
@@ -86,6 +90,16 @@ run:
 	@mkdir -p bin
 	go build -o bin/devfleet ./integration/cmd/devfleet
 	exec bin/devfleet $(RUNFLAGS)
+
+# soak drives the dev fleet at SOAK_RATE calls/s for SOAK (MCP local and
+# remote tools, A2A), samples every process's RSS, threads and fds, and
+# fails when a series keeps growing (integration/cmd/soak). Not part of
+# make test.
+soak:
+	@mkdir -p bin
+	go build -o bin/devfleet ./integration/cmd/devfleet
+	go build -o bin/soak ./integration/cmd/soak
+	exec bin/soak -devfleet bin/devfleet -duration $(SOAK) -rate $(SOAK_RATE)
 
 clean:
 	rm -rf bin
