@@ -330,10 +330,24 @@ func TestFaultFlood(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	// Every request the agent had taken off NATS is answered before it
+	// exits: the backlog is told the agent is stopping, not dropped. The
+	// replies may still be waiting for the subscription's handler.
+	fisktest.WaitFor(t, 20*time.Second, "the reply handler to take every reply delivered", func() bool {
+		msgs, _, err := sub.Pending()
+		return err == nil && msgs == 0
+	})
 	mu.Lock()
-	var stopping, atStop int
-	for _, r := range replies {
-		if r.count == 0 || !r.at.After(stopAt) {
+	var stopping, atStop, unanswered int
+	for i, r := range replies {
+		if r.count == 0 {
+			unanswered++
+			if unanswered <= 5 {
+				t.Errorf("request %d: got no reply at all after the agent stopped, want one", i)
+			}
+			continue
+		}
+		if !r.at.After(stopAt) {
 			continue
 		}
 		atStop++
@@ -342,6 +356,9 @@ func TestFaultFlood(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	if unanswered > 0 {
+		t.Errorf("requests never answered: got %d, want 0", unanswered)
+	}
 	t.Logf("agent stopped %s after SIGTERM with about %d requests queued; %d replies came after the signal, %d of them saying it is stopping",
 		stopped.Round(time.Millisecond), requests-taken, atStop, stopping)
 }

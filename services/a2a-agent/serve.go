@@ -111,8 +111,10 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if err := srv.Stop(stopCtx); err != nil {
 		return err
 	}
-	if err := nc.Drain(); err != nil {
-		log.Warn("draining nats connection", "error", err)
+	// Requests NATS already delivered to this process are answered
+	// ("stopping; call again") before the connection closes, not dropped.
+	if err := natsconn.Drain(nc, c.DrainTimeout); err != nil {
+		log.Warn("draining nats connection", "agent", cfg.Identity, "error", err)
 	}
 	log.Info("stopped", "agent", cfg.Identity)
 	return nil

@@ -106,3 +106,29 @@ func load(ctx string) (*natscontext.Context, error) {
 	}
 	return natscontext.New(ctx, true)
 }
+
+// Drain drains nc and waits, at most timeout, until it is closed. nats.go's
+// own Drain only starts draining: messages already delivered to the
+// client's buffers are still being handed to their handlers, and replies
+// are still being flushed, when it returns. A process that closes its
+// connection right after it (a deferred Close, or exiting) loses all of
+// them, so a request that was queued for a stopping agent would get no
+// answer at all. Past timeout the connection is closed as it is.
+func Drain(nc *nats.Conn, timeout time.Duration) error {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if nc.IsClosed() {
+		return nil
+	}
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return fmt.Errorf("draining nats connection: %w", err)
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-time.After(timeout):
+		nc.Close()
+		return fmt.Errorf("draining nats connection: not done after %s; closed it", timeout)
+	}
+}

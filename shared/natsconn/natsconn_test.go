@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
@@ -89,5 +91,53 @@ func TestBackoff(t *testing.T) {
 		if got < want || got > want+want/5 {
 			t.Errorf("Backoff(%d): got %s, want %s plus at most 20%% jitter", attempts, got, want)
 		}
+	}
+}
+
+// TestDrainAnswersWhatIsQueued queues requests behind a slow handler and
+// drains: every one is answered before Drain returns, where closing after
+// nats.go's own Drain would lose those still queued.
+func TestDrainAnswersWhatIsQueued(t *testing.T) {
+	srv := natstest.Start(t)
+	server := srv.Connect(t)
+	sub, err := server.Subscribe("work", func(m *nats.Msg) {
+		time.Sleep(2 * time.Millisecond)
+		_ = m.Respond([]byte("done"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := srv.Connect(t)
+	inbox := nats.NewInbox()
+	replies, err := caller.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for range n {
+		if err := caller.PublishRequest("work", inbox, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := caller.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fisktest.WaitFor(t, 10*time.Second, "requests queued in the client", func() bool {
+		msgs, _, _ := sub.Pending()
+		return msgs > n/2
+	})
+	if err := natsconn.Drain(server, 20*time.Second); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	if !server.IsClosed() {
+		t.Errorf("connection: got open after Drain, want closed")
+	}
+	for i := range n {
+		if _, err := replies.NextMsg(5 * time.Second); err != nil {
+			t.Fatalf("reply %d of %d: %v", i+1, n, err)
+		}
+	}
+	if err := natsconn.Drain(server, time.Second); err != nil {
+		t.Errorf("Drain of a closed connection: got %v, want nil", err)
 	}
 }
