@@ -40,11 +40,19 @@ func Subject(identity string, route a2a.Route) string {
 	return ToolSubject(identity)
 }
 
+// DefaultReconnectWait is how long a round trip made while the connection
+// is reconnecting waits for it to come back before failing: long enough to
+// ride out a server restart in a cluster (clients fail over within a
+// second), short enough that a caller learns of an outage in seconds
+// rather than at its own deadline.
+const DefaultReconnectWait = 2 * time.Second
+
 // Transport is the client side: an [a2a.Transport] over a connection the
 // caller owns. It is safe for concurrent use.
 type Transport struct {
-	nc      *nats.Conn
-	timeout time.Duration
+	nc            *nats.Conn
+	timeout       time.Duration
+	reconnectWait time.Duration
 }
 
 // Option configures a [Transport].
@@ -60,10 +68,20 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithReconnectWait sets how long a round trip waits for a reconnecting
+// connection (default [DefaultReconnectWait]).
+func WithReconnectWait(d time.Duration) Option {
+	return func(t *Transport) {
+		if d > 0 {
+			t.reconnectWait = d
+		}
+	}
+}
+
 // NewTransport returns a transport over nc, which the caller owns and
 // closes.
 func NewTransport(nc *nats.Conn, opts ...Option) *Transport {
-	t := &Transport{nc: nc, timeout: DefaultTimeout}
+	t := &Transport{nc: nc, timeout: DefaultTimeout, reconnectWait: DefaultReconnectWait}
 	for _, o := range opts {
 		o(t)
 	}
@@ -72,8 +90,11 @@ func NewTransport(nc *nats.Conn, opts ...Option) *Transport {
 
 // RoundTrip sends data to identity's route subject and returns the reply.
 // The deadline is the caller's, else the transport's timeout. No responders
-// or no reply in time is [a2a.ErrAgentUnavailable]; a micro error header is
-// [a2a.ErrRejected] carrying the agent's code and description.
+// or no reply in time is [a2a.ErrAgentUnavailable]; so is a connection that
+// is down and not back within the reconnect wait, in which case nothing is
+// sent (nats.go would otherwise buffer the request and the caller would
+// wait out its whole deadline). A micro error header is [a2a.ErrRejected]
+// carrying the agent's code and description.
 func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Route, data []byte) ([]byte, error) {
 	if len(data) > a2a.MaxMessageSize {
 		return nil, fmt.Errorf("%w: request is %d bytes, the limit is %d", a2a.ErrTooLarge, len(data), a2a.MaxMessageSize)
@@ -84,6 +105,9 @@ func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Ro
 		defer cancel()
 	}
 	subject := Subject(identity, route)
+	if err := t.connected(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %s not sent: %w", a2a.ErrAgentUnavailable, subject, err)
+	}
 	req := nats.NewMsg(subject)
 	req.Data = data
 	msg, err := t.nc.RequestMsgWithContext(ctx, req)
@@ -102,4 +126,36 @@ func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Ro
 		return nil, fmt.Errorf("%w: reply on %s is %d bytes, the limit is %d", a2a.ErrTooLarge, subject, len(msg.Data), a2a.MaxMessageSize)
 	}
 	return msg.Data, nil
+}
+
+// errNotConnected is a connection that is down when a request is to be
+// sent. It is returned wrapped in [a2a.ErrAgentUnavailable].
+var errNotConnected = errors.New("not connected to NATS")
+
+// connected returns nil once the connection is up, waiting for a
+// reconnecting one at most the reconnect wait and never past ctx.
+func (t *Transport) connected(ctx context.Context) error {
+	if t.nc.IsConnected() {
+		return nil
+	}
+	if t.nc.IsClosed() {
+		return fmt.Errorf("%w: the connection is closed", errNotConnected)
+	}
+	changed := t.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+	defer t.nc.RemoveStatusListener(changed)
+	wait := time.NewTimer(t.reconnectWait)
+	defer wait.Stop()
+	for !t.nc.IsConnected() {
+		select {
+		case <-changed:
+			if t.nc.IsClosed() {
+				return fmt.Errorf("%w: the connection is closed", errNotConnected)
+			}
+		case <-wait.C:
+			return fmt.Errorf("%w: still %s after %s", errNotConnected, t.nc.Status(), t.reconnectWait)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: still %s at the caller's deadline", errNotConnected, t.nc.Status())
+		}
+	}
+	return nil
 }

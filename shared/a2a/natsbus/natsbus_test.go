@@ -11,6 +11,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
 )
 
@@ -172,5 +173,47 @@ func TestRequestWithoutInboxIsIgnored(t *testing.T) {
 	}
 	if got := <-called; got != "with inbox" {
 		t.Errorf("handler saw %q, want only the request with an inbox", got)
+	}
+}
+
+// TestRoundTripWhileDisconnected stops the only server: a round trip fails
+// as unavailable after the reconnect wait, not at its deadline, and sends
+// nothing; once the server is back, round trips work again.
+func TestRoundTripWhileDisconnected(t *testing.T) {
+	srv := natstest.Start(t)
+	agent := srv.Connect(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if _, err := agent.Subscribe(natsbus.DiscoverySubject("demo"), func(m *nats.Msg) { _ = m.Respond([]byte("card")) }); err != nil {
+		t.Fatal(err)
+	}
+	nc := srv.Connect(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	tr := natsbus.NewTransport(nc, natsbus.WithReconnectWait(300*time.Millisecond))
+
+	srv.Stop()
+	fisktest.WaitFor(t, 10*time.Second, "the client to notice", func() bool { return !nc.IsConnected() })
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := tr.RoundTrip(ctx, "demo", a2a.RouteDiscovery, []byte("{}"))
+	elapsed := time.Since(start)
+	if !errors.Is(err, a2a.ErrAgentUnavailable) || !strings.Contains(err.Error(), "not connected to NATS") {
+		t.Errorf("while down: got %v, want agent unavailable, not connected to NATS", err)
+	}
+	if elapsed > 10*time.Second {
+		t.Errorf("while down: failed after %s, want about the 300ms reconnect wait, well before the 20s deadline", elapsed)
+	}
+
+	srv.Resume()
+	fisktest.WaitFor(t, 10*time.Second, "both connections to come back", func() bool { return nc.IsConnected() && agent.IsConnected() })
+	if err := agent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := tr.RoundTrip(ctx, "demo", a2a.RouteDiscovery, []byte("{}"))
+	if err != nil || string(got) != "card" {
+		t.Errorf("after reconnecting: got %q, %v, want the reply", got, err)
+	}
+
+	nc.Close()
+	if _, err := tr.RoundTrip(ctx, "demo", a2a.RouteDiscovery, []byte("{}")); !errors.Is(err, a2a.ErrAgentUnavailable) || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("closed connection: got %v, want agent unavailable naming the closed connection", err)
 	}
 }
