@@ -112,7 +112,7 @@ func (cr *CardReply) match(raw []byte) (*DiscoveryReply, bool) {
 	copy(doc, head)
 	doc[len(doc)-1] = '}'
 	reply := &DiscoveryReply{AgentCard: cr.card}
-	if err := decodeAs(doc, &reply.Header, ProtocolDiscoveryReply, mustValidator().header); err != nil {
+	if err := decodeHeader(doc, &reply.Header, ProtocolDiscoveryReply, mustValidator().header); err != nil {
 		return nil, false
 	}
 	// The caller may append to or reorder its tools; the kept card stays

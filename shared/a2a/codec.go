@@ -113,6 +113,9 @@ func Encode(m Message) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: re-reading %s: %w", ErrInvalidMessage, m.ProtocolID(), err)
 	}
+	if obj, ok := doc.(map[string]any); ok && isHeaderOnly(m) && headerOnly(obj, m.ProtocolID(), new(Header)) {
+		return data, nil
+	}
 	if err := mustValidator().validate(m.ProtocolID(), doc); err != nil {
 		return nil, err
 	}
@@ -126,7 +129,24 @@ func Encode(m Message) ([]byte, error) {
 // it is); the parsed body is validated against that id's schema; and only
 // then is it unmarshalled into m.
 func Decode(data []byte, m Message) error {
+	if isHeaderOnly(m) {
+		return decodeHeader(data, m.header(), m.ProtocolID(), mustValidator().byProtocol[m.ProtocolID()])
+	}
 	return decodeAs(data, m, m.ProtocolID(), mustValidator().byProtocol[m.ProtocolID()])
+}
+
+// decodeHeader is [Decode] of a message, or a part of one, that holds
+// header fields only: [headerOnly] takes the common forms without the
+// schema validator, and leaves every other to [decodeAs] with schema.
+func decodeHeader(data []byte, h *Header, want string, schema *jsonschema.Schema) error {
+	if len(data) <= MaxMessageSize {
+		if doc, err := parse(data); err == nil {
+			if obj, ok := doc.(map[string]any); ok && headerOnly(obj, want, h) {
+				return nil
+			}
+		}
+	}
+	return decodeAs(data, h, want, schema)
 }
 
 // decodeAs is [Decode] into v, a message or a part of one, whose protocol
@@ -160,6 +180,12 @@ func decodeAs(data []byte, v any, want string, schema *jsonschema.Schema) error 
 		return fmt.Errorf("%w: decoding %s: %w", ErrInvalidMessage, protocol, err)
 	}
 	return nil
+}
+
+// isHeaderOnly reports whether m's kind carries nothing but the header.
+func isHeaderOnly(m Message) bool {
+	_, ok := m.(*DiscoveryRequest)
+	return ok
 }
 
 // expectProtocol re-checks on arrival the protocol id a receiver expected,
