@@ -63,7 +63,9 @@ type load struct {
 	inflight, skipped atomic.Int64
 	maxInflight       int64
 	wg                sync.WaitGroup
-	closers           []func()
+	// elapsed is how long run ran, set when it returns.
+	elapsed time.Duration
+	closers []func()
 }
 
 // newLoad connects to the fleet: one NATS connection for A2A, one MCP
@@ -173,33 +175,47 @@ func mcpEcho(ctx context.Context, c *client.Client, name string, n int64) error 
 }
 
 // run makes calls at rate per second until ctx is done, then waits for
-// the calls still running.
+// the calls still running. Call n is due at n/rate seconds from the
+// start; a dispatcher that was not scheduled in time catches up at once,
+// so a busy machine delays calls but does not drop them.
 func (l *load) run(ctx context.Context, rate float64) {
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer tick.Stop()
-	for n := int64(0); ; n++ {
+	period := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for n := int64(0); ; {
 		select {
 		case <-ctx.Done():
 			l.wg.Wait()
+			l.elapsed = time.Since(start)
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
-		if l.inflight.Load() >= l.maxInflight {
-			l.skipped.Add(1)
-			continue
+		for due := int64(time.Since(start)/period) + 1; n < due; n++ {
+			l.dispatch(ctx, n)
 		}
-		k := l.kinds[n%int64(len(l.kinds))]
-		l.inflight.Add(1)
-		l.wg.Go(func() {
-			defer l.inflight.Add(-1)
-			// Calls started before the end finish on their own deadline.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-			defer cancel()
-			start := time.Now()
-			err := k.call(cctx, n)
-			k.record(time.Since(start), err)
-		})
+		timer.Reset(time.Until(start.Add(time.Duration(n) * period)))
 	}
+}
+
+// dispatch starts call n in its own goroutine, unless maxInflight calls
+// are still running.
+func (l *load) dispatch(ctx context.Context, n int64) {
+	if l.inflight.Load() >= l.maxInflight {
+		l.skipped.Add(1)
+		return
+	}
+	k := l.kinds[n%int64(len(l.kinds))]
+	l.inflight.Add(1)
+	l.wg.Go(func() {
+		defer l.inflight.Add(-1)
+		// Calls started before the end finish on their own deadline.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+		defer cancel()
+		start := time.Now()
+		err := k.call(cctx, n)
+		k.record(time.Since(start), err)
+	})
 }
 
 func (l *load) close() {
@@ -226,10 +242,12 @@ func (l *load) failures() (int, []string) {
 
 // print writes the calls made per kind.
 func (l *load) print(w io.Writer) {
+	total := 0
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "calls\tok\tfailed\tmean\tslowest")
 	for _, k := range l.kinds {
 		k.mu.Lock()
+		total += k.ok + k.fail
 		mean := time.Duration(0)
 		if k.ok > 0 {
 			mean = k.total / time.Duration(k.ok)
@@ -238,6 +256,9 @@ func (l *load) print(w io.Writer) {
 		k.mu.Unlock()
 	}
 	_ = tw.Flush()
+	if l.elapsed > 0 {
+		fmt.Fprintf(w, "%d calls in %s: %.2f/s\n", total, l.elapsed.Round(time.Second), float64(total)/l.elapsed.Seconds())
+	}
 	if s := l.skipped.Load(); s > 0 {
 		fmt.Fprintf(w, "%d calls skipped: %d calls were still running\n", s, l.maxInflight)
 	}
