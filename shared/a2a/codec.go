@@ -102,6 +102,11 @@ func (v *validator) validate(protocol string, doc any) error {
 // tool input can carry), so nothing leaves that a peer would reject. It
 // does not stamp: a message is stamped when it is built.
 func Encode(m Message) ([]byte, error) {
+	if req, ok := m.(*DiscoveryRequest); ok {
+		if data, ok := appendDiscoveryRequest(nil, req); ok {
+			return data, nil
+		}
+	}
 	data, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("%w: marshalling %s: %w", ErrInvalidMessage, m.ProtocolID(), err)
@@ -112,9 +117,6 @@ func Encode(m Message) ([]byte, error) {
 	doc, err := parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: re-reading %s: %w", ErrInvalidMessage, m.ProtocolID(), err)
-	}
-	if obj, ok := doc.(map[string]any); ok && isHeaderOnly(m) && headerOnly(obj, m.ProtocolID(), new(Header)) {
-		return data, nil
 	}
 	if err := mustValidator().validate(m.ProtocolID(), doc); err != nil {
 		return nil, err

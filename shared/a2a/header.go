@@ -175,3 +175,70 @@ func participant(v any) (Participant, bool) {
 	}
 	return p, p.Name != ""
 }
+
+// appendDiscoveryRequest appends the encoding of req, byte for byte what
+// json.Marshal makes of it, and reports whether it could: when every
+// string is one that encodes as itself (identities, and ids of letters and
+// digits as [newID] mints them), the result is valid by construction and
+// needs neither a marshal nor a validation. Any other request is left to
+// [Encode]'s full path. TestAppendDiscoveryRequest holds it to
+// json.Marshal and the schema.
+func appendDiscoveryRequest(b []byte, req *DiscoveryRequest) ([]byte, bool) {
+	h := &req.Header
+	if h.Protocol != ProtocolDiscoveryRequest || h.Parent != "" || h.MustUnderstand ||
+		!plainID(h.ID) || !plainID(h.Request) || !plainID(h.Conversation) ||
+		!plainParticipant(h.Sender) || h.Recipient != nil && !plainParticipant(*h.Recipient) ||
+		h.Time.Year() < 0 || h.Time.Year() > 9999 {
+		return nil, false
+	}
+	b = append(b, `{"protocol":"`...)
+	b = append(b, h.Protocol...)
+	b = append(b, `","id":"`...)
+	b = append(b, h.ID...)
+	b = append(b, `","request":"`...)
+	b = append(b, h.Request...)
+	b = append(b, `","conversation":"`...)
+	b = append(b, h.Conversation...)
+	b = append(b, `","sequence":`...)
+	b = strconv.AppendUint(b, h.Sequence, 10)
+	b = append(b, `,"time":"`...)
+	b = h.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","sender":`...)
+	b = appendParticipant(b, h.Sender)
+	if h.Recipient != nil {
+		b = append(b, `,"recipient":`...)
+		b = appendParticipant(b, *h.Recipient)
+	}
+	return append(b, '}'), true
+}
+
+// plainID reports whether id is a message id of letters and digits only,
+// which JSON encodes as itself.
+func plainID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// plainParticipant reports whether p's names are identities, which JSON
+// encodes as themselves.
+func plainParticipant(p Participant) bool {
+	return CheckIdentity(p.Name) == nil && (p.Instance == "" || CheckIdentity(p.Instance) == nil)
+}
+
+func appendParticipant(b []byte, p Participant) []byte {
+	b = append(b, `{"name":"`...)
+	b = append(b, p.Name...)
+	if p.Instance != "" {
+		b = append(b, `","instance":"`...)
+		b = append(b, p.Instance...)
+	}
+	return append(b, `"}`...)
+}

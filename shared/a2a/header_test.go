@@ -1,6 +1,8 @@
 package a2a
 
 import (
+	"bytes"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,10 +23,10 @@ func TestHeaderOnlyTakesCommonForms(t *testing.T) {
 	}{
 		{"ours", string(ours), true},
 		{"v1 form", `{"protocol":"` + ProtocolDiscoveryRequest + `",` + v1Header + `}`, true},
-		{"offset zone", strings.Replace(string(ours), `Z"`, `+02:00"`, 1), true},
+		{"offset zone", strings.Replace(minimal, `05Z"`, `05+02:00"`, 1), true},
 		{"no recipient", minimal, true},
 		// Valid, but left to the schema: the fast path is a strict subset.
-		{"lower-case t", strings.Replace(string(ours), `T`, `t`, 1), false},
+		{"lower-case t", strings.Replace(minimal, "31T23", "31t23", 1), false},
 		{"non-ASCII id", `{"protocol":"` + ProtocolDiscoveryRequest + `","id":"é","request":"a","conversation":"a","sequence":0,"time":"2026-01-02T03:04:05Z","sender":{"name":"x"}}`, false},
 		// Invalid.
 		{"another protocol", strings.Replace(string(ours), ProtocolDiscoveryRequest, ProtocolToolRequest, 1), false},
@@ -94,4 +96,69 @@ func FuzzHeaderOnly(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAppendDiscoveryRequest holds the direct encoding of discovery
+// requests to json.Marshal's bytes and to the schema, and checks it leaves
+// requests it cannot encode directly to the full path.
+func TestAppendDiscoveryRequest(t *testing.T) {
+	withParent := NewDiscoveryRequest(alice, "bob")
+	withParent.Parent = "p-1"
+	oddID := NewDiscoveryRequest(alice, "bob")
+	oddID.ID = "id-with-dash"
+	tests := []struct {
+		name   string
+		req    *DiscoveryRequest
+		direct bool
+	}{
+		{"with instance", NewDiscoveryRequest(alice, "bob"), true},
+		{"without instance", NewDiscoveryRequest(bob, "alice"), true},
+		{"without recipient", func() *DiscoveryRequest { m := &DiscoveryRequest{}; stampRequest(m, bob, nil); return m }(), true},
+		{"with parent", withParent, false},
+		{"id with a dash", oddID, false},
+		{"must_understand", withOptionalHeader(NewDiscoveryRequest(alice, "bob")), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := appendDiscoveryRequest(nil, tt.req)
+			if ok != tt.direct {
+				t.Fatalf("direct: got %v, want %v", ok, tt.direct)
+			}
+			want, err := json.Marshal(tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc, err := Encode(tt.req)
+			if err != nil {
+				t.Fatalf("Encode: %v", err)
+			}
+			if !bytes.Equal(enc, want) {
+				t.Errorf("Encode: got %s, want json.Marshal's %s", enc, want)
+			}
+			if ok && !bytes.Equal(got, want) {
+				t.Errorf("direct: got %s, want json.Marshal's %s", got, want)
+			}
+			if err := mustValidator().validate(ProtocolDiscoveryRequest, mustParse(t, enc)); err != nil {
+				t.Errorf("schema: %v", err)
+			}
+		})
+	}
+	// Many fresh requests: ids and times vary, the bytes stay json.Marshal's.
+	for range 1000 {
+		req := NewDiscoveryRequest(alice, "bob")
+		got, ok := appendDiscoveryRequest(nil, req)
+		want, _ := json.Marshal(req)
+		if !ok || !bytes.Equal(got, want) {
+			t.Fatalf("got %s (direct %v), want %s", got, ok, want)
+		}
+	}
+}
+
+func mustParse(tb testing.TB, data []byte) any {
+	tb.Helper()
+	doc, err := parse(data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return doc
 }
