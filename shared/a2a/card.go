@@ -1,7 +1,6 @@
 package a2a
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -43,19 +42,21 @@ func (c *CardReply) Card() AgentCard { return c.card }
 func (c *CardReply) Reply(req *DiscoveryRequest, from Participant) ([]byte, error) {
 	reply := &DiscoveryReply{}
 	stampReply(reply, req, from)
-	head, err := json.Marshal(&reply.Header)
-	if err != nil {
-		return nil, fmt.Errorf("marshalling reply header: %w", err)
+	out := make([]byte, 0, 512+len(c.body))
+	out, ok := appendHeader(out, &reply.Header)
+	if !ok {
+		head, err := json.Marshal(&reply.Header)
+		if err != nil {
+			return nil, fmt.Errorf("marshalling reply header: %w", err)
+		}
+		out = append(out[:0], head[:len(head)-1]...)
 	}
-	var out bytes.Buffer
-	out.Grow(len(head) + len(c.body) + 1)
-	out.Write(head[:len(head)-1])
-	out.WriteByte(',')
-	out.Write(c.body)
-	if out.Len() > MaxMessageSize {
-		return nil, fmt.Errorf("%w: discovery reply is %d bytes, the limit is %d", ErrTooLarge, out.Len(), MaxMessageSize)
+	out = append(out, ',')
+	out = append(out, c.body...)
+	if len(out) > MaxMessageSize {
+		return nil, fmt.Errorf("%w: discovery reply is %d bytes, the limit is %d", ErrTooLarge, len(out), MaxMessageSize)
 	}
-	return out.Bytes(), nil
+	return out, nil
 }
 
 // marshalCardBody returns the card's JSON object without its opening brace:

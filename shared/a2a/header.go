@@ -177,15 +177,26 @@ func participant(v any) (Participant, bool) {
 }
 
 // appendDiscoveryRequest appends the encoding of req, byte for byte what
-// json.Marshal makes of it, and reports whether it could: when every
-// string is one that encodes as itself (identities, and ids of letters and
-// digits as [newID] mints them), the result is valid by construction and
-// needs neither a marshal nor a validation. Any other request is left to
-// [Encode]'s full path. TestAppendDiscoveryRequest holds it to
-// json.Marshal and the schema.
+// json.Marshal makes of it, and reports whether it could (see
+// [appendHeader]); any other request is left to [Encode]'s full path.
+// TestAppendDiscoveryRequest holds it to json.Marshal and the schema.
 func appendDiscoveryRequest(b []byte, req *DiscoveryRequest) ([]byte, bool) {
-	h := &req.Header
-	if h.Protocol != ProtocolDiscoveryRequest || h.Parent != "" || h.MustUnderstand ||
+	if req.Protocol != ProtocolDiscoveryRequest {
+		return nil, false
+	}
+	b, ok := appendHeader(b, &req.Header)
+	return append(b, '}'), ok
+}
+
+// appendHeader appends h's fields as json.Marshal writes them, from the
+// opening brace to the last field, and reports whether it could: when
+// every string is one that encodes as itself (identities, and ids of
+// letters and digits as [newID] mints them) and no optional field past
+// the recipient is set, the result is valid by construction and needs
+// neither a marshal nor a validation. The marshal it saves is most of the
+// work of answering discovery and of asking for it.
+func appendHeader(b []byte, h *Header) ([]byte, bool) {
+	if h.Parent != "" || h.MustUnderstand ||
 		!plainID(h.ID) || !plainID(h.Request) || !plainID(h.Conversation) ||
 		!plainParticipant(h.Sender) || h.Recipient != nil && !plainParticipant(*h.Recipient) ||
 		h.Time.Year() < 0 || h.Time.Year() > 9999 {
@@ -209,7 +220,7 @@ func appendDiscoveryRequest(b []byte, req *DiscoveryRequest) ([]byte, bool) {
 		b = append(b, `,"recipient":`...)
 		b = appendParticipant(b, *h.Recipient)
 	}
-	return append(b, '}'), true
+	return b, true
 }
 
 // plainID reports whether id is a message id of letters and digits only,

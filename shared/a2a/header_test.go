@@ -162,3 +162,30 @@ func mustParse(tb testing.TB, data []byte) any {
 	}
 	return doc
 }
+
+// TestCardReplyHeader checks a card reply's header, written directly or,
+// for a request whose ids are not plain, by json.Marshal, is the header
+// json.Marshal writes, and that the reply is valid.
+func TestCardReplyHeader(t *testing.T) {
+	cr := sampleCardReply(t)
+	dashed := NewDiscoveryRequest(alice, "bob")
+	dashed.ID, dashed.Request, dashed.Conversation = "3f2c-9a", "3f2c-9a", "3f2c-9a"
+	for _, req := range []*DiscoveryRequest{NewDiscoveryRequest(alice, "bob"), NewDiscoveryRequest(bob, "bob"), dashed} {
+		data, err := cr.Reply(req, bob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reply DiscoveryReply
+		if err := Decode(data, &reply); err != nil {
+			t.Fatalf("reply to %s: %v", req.ID, err)
+		}
+		head, err := json.Marshal(&reply.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := string(head[:len(head)-1]) + "," + string(cr.body)
+		if string(data) != want {
+			t.Errorf("reply to %s: got %s, want %s", req.ID, data, want)
+		}
+	}
+}
