@@ -13,7 +13,8 @@
 // and deleted, the legacy era), and A2A discovery. Every reply is checked
 // against its own call.
 //
-// Every interval (10 s, or a tenth of the run when that is shorter) it
+// Every interval (10 s, or a twentieth of the run when that is shorter,
+// so a short run still fits a line through ten points or more) it
 // samples each process's resident memory, OS threads and open file
 // descriptors from /proc. The services expose no goroutine count (no
 // pprof, expvar or metrics endpoint), so threads are what is sampled; a
@@ -54,6 +55,12 @@ type options struct {
 	Keep         bool
 }
 
+// minSamples is the fewest samples a run takes: a twentieth of the run
+// is the longest interval. With ten points in the second half, one
+// sample caught with a few calls in flight (their connections and fds)
+// cannot tilt the fitted line past a limit.
+const minSamples = 20
+
 // errFailed is a soak that ran and found a problem; the report says which.
 var errFailed = errors.New("soak failed")
 
@@ -61,7 +68,7 @@ func main() {
 	var o options
 	flag.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long to drive the fleet")
 	flag.Float64Var(&o.Rate, "rate", 10, "calls per second")
-	flag.DurationVar(&o.Interval, "interval", 10*time.Second, "how often to sample every process (at most a tenth of -duration)")
+	flag.DurationVar(&o.Interval, "interval", 10*time.Second, "how often to sample every process (at most a twentieth of -duration)")
 	flag.StringVar(&o.DevFleet, "devfleet", "", "the dev fleet launcher binary (default: build integration/cmd/devfleet)")
 	flag.IntVar(&o.Agents, "agents", 2, "a2a-agent processes the launcher starts")
 	flag.DurationVar(&o.StartTimeout, "start-timeout", 3*time.Minute, "how long the fleet may take to build and start")
@@ -87,7 +94,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if o.Duration <= 0 || o.Rate <= 0 || o.Interval <= 0 || o.Agents < 1 {
 		return errors.New("-duration, -rate, -interval and -agents must be positive")
 	}
-	interval := min(o.Interval, o.Duration/10)
+	interval := min(o.Interval, o.Duration/minSamples)
 	root, err := repoRoot()
 	if err != nil {
 		return err
