@@ -74,7 +74,7 @@ type benchSettings struct {
 }
 
 var (
-	// fullBench is `make bench`: about a minute and a half of measuring.
+	// fullBench is `make bench`: under two minutes of measuring.
 	fullBench = benchSettings{
 		mode:  "full",
 		calls: 1000, callWarmup: 20, callBatch: 20,
@@ -409,9 +409,10 @@ func TestBenchReport(t *testing.T) {
 	}
 	ctx := t.Context()
 
-	// The fleet: one agent "bench", a gateway serving echo locally and
+	// The fleet: agent "bench", a gateway serving echo locally and
 	// importing bench's tools (no periodic refresh: it would add discovery
-	// traffic to the measurement).
+	// traffic to the measurement), and the first agent of the scaling run,
+	// idle until then.
 	b := newBus(t)
 	scaled := fleettest.WriteAgentConfig(t, b.demoAgent(t, "scale", scaleSlots))
 	started := startAgentsAtOnce(t, b.home.Env(), fleettest.WriteAgentConfig(t, b.demoAgent(t, "bench", 2)), scaled)
