@@ -82,8 +82,8 @@ var (
 		settle: 2 * time.Second,
 		sleep:  500 * time.Millisecond, scaleWarm: time.Second, scaleWindow: 10 * time.Second,
 	}
-	// quickBench is `make bench-quick`: the same report in a few seconds
-	// of measuring, with noisier tails.
+	// quickBench is `make bench-quick`: the same report in about twenty
+	// seconds of measuring, with noisier tails.
 	quickBench = benchSettings{
 		mode:  "quick",
 		calls: 100, callWarmup: 5, callBatch: 10,
