@@ -241,20 +241,29 @@ func TestA2AAgentFailover(t *testing.T) {
 	}
 
 	// New calls all succeed, on the two survivors.
+	callSurvivors(t, b, "resilient", 30, survivors)
+}
+
+// callSurvivors makes n concurrent sleep calls of identity after one of
+// its agents was killed: every one must succeed on one of survivors, and
+// every survivor must serve some. It returns the calls each served.
+func callSurvivors(tb testing.TB, b *bus, identity string, n int, survivors []int) map[int]int {
+	tb.Helper()
 	perPID := map[int]int{}
-	for i, o := range callMany(b.client, 30, "resilient", "sleep", `{"duration":"50ms"}`, 30*time.Second, nil) {
+	for i, o := range callMany(b.client, n, identity, "sleep", `{"duration":"50ms"}`, 30*time.Second, nil) {
 		if o.err != nil {
-			t.Fatalf("call %d after the kill: %v", i, o.err)
+			tb.Fatalf("call %d after the kill: %v", i, o.err)
 		}
 		pid, served := servedBy(o.reply)
 		if !served || !slices.Contains(survivors, pid) {
-			t.Fatalf("call %d after the kill: got %+v (pid %d), want a result from a survivor %v", i, o.reply, pid, survivors)
+			tb.Fatalf("call %d after the kill: got %+v (pid %d), want a result from a survivor %v", i, o.reply, pid, survivors)
 		}
 		perPID[pid]++
 	}
 	if got := slices.Sorted(maps.Keys(perPID)); !slices.Equal(got, slices.Sorted(slices.Values(survivors))) {
-		t.Errorf("agents serving after the kill: got %v, want both survivors %v", got, survivors)
+		tb.Errorf("agents serving after the kill: got %v, want every survivor %v", got, survivors)
 	}
+	return perPID
 }
 
 // natsCLI runs the real nats CLI against the home's context.
