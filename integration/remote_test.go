@@ -322,7 +322,8 @@ func TestRemoteTools(t *testing.T) {
 		want := []string{
 			// The gateway's own commands keep their names; its deploy
 			// (ai:confirm) is served gated, asking over MCP.
-			"deploy", "echo", "fail", "flood", "noop", "restart", "sleep", "spawn",
+			// noop has no description: served on neither surface.
+			"deploy", "echo", "fail", "flood", "restart", "sleep", "spawn",
 			// demo's tools that a local tool holds are prefixed.
 			"demo_echo", "demo_fail", "demo_flood", "demo_spawn",
 			// sleep is local and on both hosts; cluster_node_status is on
@@ -470,7 +471,7 @@ func TestRemoteTools(t *testing.T) {
 		}
 		want := map[string]string{
 			"deploy": "local", "echo": "local", "fail": "local", "flood": "local",
-			"noop": "local", "restart": "local", "sleep": "local", "spawn": "local",
+			"restart": "local", "sleep": "local", "spawn": "local",
 			"demo_echo": "demo", "demo_fail": "demo", "demo_flood": "demo", "demo_sleep": "demo", "demo_spawn": "demo",
 			// Without ops, demo is the only host with cluster_node_status.
 			"cluster_node_status": "demo", "getenv": "demo",
@@ -526,7 +527,7 @@ func TestRemoteToolsRefresh(t *testing.T) {
 					changed <- struct{}{}
 				}
 			})
-			local := []string{"deploy", "echo", "fail", "flood", "noop", "restart", "sleep", "spawn"}
+			local := []string{"deploy", "echo", "fail", "flood", "restart", "sleep", "spawn"}
 			// The set before adds demo's echo, sleep and fail, all prefixed
 			// since the gateway has them; the set after drops sleep and adds
 			// getenv, which keeps its bare name since the gateway excludes

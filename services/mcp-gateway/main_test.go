@@ -325,10 +325,11 @@ func TestInfo(t *testing.T) {
 	}
 	for _, want := range []string{
 		"agent demo over MCP at http://127.0.0.1:9999/mcp",
-		"SERVED (10)",
+		"SERVED (9)",
 		"deploy",
-		"DROPPED (2)",
+		"DROPPED (3)",
 		"destroy      tagged ai:deny",
+		"noop         empty description: a model has nothing to decide on",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("got listing:\n%s\nwant it to contain %q", out.String(), want)

@@ -120,7 +120,29 @@ type MCP struct {
 	// AuthTokenEnv names an environment variable holding a bearer token
 	// every request must carry. Empty means no token is required.
 	AuthTokenEnv string `yaml:"auth_token_env"`
+	// AllowedOrigins are the browser origins (exact scheme://host[:port])
+	// allowed besides the gateway's own loopback address. A request with
+	// any other Origin header is refused with 403, a token or not: the
+	// check is what stops a web page the user visits from driving the
+	// gateway.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// SessionIdleTimeout is how long a session may see no request before
+	// the gateway forgets it; clients that crash or restart never say
+	// goodbye. Zero means [DefaultSessionIdleTimeout].
+	SessionIdleTimeout Duration `yaml:"session_idle_timeout"`
+	// MaxSessions caps the live sessions; an initialize beyond it is
+	// refused with 503 rather than evicting a session in use. Zero means
+	// [DefaultMaxSessions].
+	MaxSessions int `yaml:"max_sessions"`
 }
+
+// Defaults of the MCP session limits. Half an hour outlasts a human's
+// pause; a thousand sessions is far beyond one team's clients and bounds
+// what abandoned ones can cost.
+const (
+	DefaultSessionIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions        = 1000
+)
 
 // A2A is expose.agent.a2a.
 type A2A struct {
@@ -217,6 +239,12 @@ func (c *Config) withDefaults() {
 		}
 		if m.ConfirmOverMCP == "" {
 			m.ConfirmOverMCP = ConfirmAuto
+		}
+		if m.SessionIdleTimeout.Duration == 0 {
+			m.SessionIdleTimeout.Duration = DefaultSessionIdleTimeout
+		}
+		if m.MaxSessions == 0 {
+			m.MaxSessions = DefaultMaxSessions
 		}
 	}
 	if a := c.Expose.Agent.A2A; a != nil {

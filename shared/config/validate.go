@@ -3,9 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
@@ -143,6 +145,18 @@ func (v *validator) common(c *Config) {
 			v.envName(key+".auth_token_env", m.AuthTokenEnv)
 		}
 		v.builtins(key+".builtins", m.Builtins, c.Knowledge)
+		for i, o := range m.AllowedOrigins {
+			k := fmt.Sprintf("%s.allowed_origins[%d]", key, i)
+			if err := CheckOrigin(o); err != nil {
+				v.failErr(k, fmt.Sprintf("%s %q: %v: fix %s", k, o, err, k), err)
+			}
+		}
+		if m.SessionIdleTimeout.Duration < 0 {
+			v.fail(key+".session_idle_timeout", fmt.Sprintf("%s.session_idle_timeout must be positive, got %s: fix %s.session_idle_timeout", key, m.SessionIdleTimeout.Duration, key))
+		}
+		if m.MaxSessions < 0 {
+			v.fail(key+".max_sessions", fmt.Sprintf("%s.max_sessions must be positive, got %d: fix %s.max_sessions", key, m.MaxSessions, key))
+		}
 	}
 	if a := c.Expose.Agent.A2A; a != nil {
 		v.limits("expose.agent.a2a", a.MaxConcurrentTools, a.ToolTimeout)
@@ -273,4 +287,31 @@ func (v *validator) err() error {
 		return v.problems[0]
 	}
 	return errors.Join(v.problems...)
+}
+
+// CheckOrigin reports whether o is an origin as browsers send it in the
+// Origin header: scheme://host[:port], scheme http or https, lower case,
+// with no path, query, fragment or user. The gateway compares Origin
+// headers with allowed origins byte for byte, so anything else could
+// never match.
+func CheckOrigin(o string) error {
+	u, err := url.Parse(o)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("want scheme http or https")
+	case u.Host == "" || u.Opaque != "":
+		return errors.New("want scheme://host[:port]")
+	case u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#"):
+		return errors.New("want only scheme://host[:port], with no user, path, query or fragment")
+	case o != strings.ToLower(o):
+		return errors.New("want lower case, as browsers send it")
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return errors.New("want a port of 1-65535")
+		}
+	}
+	return nil
 }

@@ -36,6 +36,12 @@ const (
 // on one surface can be imported onto the other.
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
+// ReasonEmptyDescription is why every server drops a tool whose model
+// description is empty (a command with no help and no tags): a model has
+// nothing to decide on, so serving it only adds noise, and both surfaces
+// must agree on what they serve.
+const ReasonEmptyDescription = "empty description: a model has nothing to decide on"
+
 // ValidName reports whether name can be served as a tool name.
 func ValidName(name string) bool { return namePattern.MatchString(name) }
 

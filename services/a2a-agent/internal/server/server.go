@@ -122,7 +122,7 @@ func Select(tools []tool.Tool) (served []tool.Tool, dropped []tool.Dropped) {
 		case !tool.ValidName(name):
 			reason = "invalid name: must match " + tool.NamePattern()
 		case t.ModelDescription() == "":
-			reason = "empty description: a model has nothing to decide on"
+			reason = tool.ReasonEmptyDescription
 		case seen[name]:
 			reason = "name already served by an earlier tool"
 		}

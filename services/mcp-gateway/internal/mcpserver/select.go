@@ -73,6 +73,8 @@ func consider(claims map[string]claim, source string, t tool.Tool) (reason, coll
 		return "not exposed over MCP (posture " + t.Exposure().String() + ")", ""
 	case !tool.ValidName(name):
 		return "invalid name: must match " + tool.NamePattern(), ""
+	case t.ModelDescription() == "":
+		return tool.ReasonEmptyDescription, ""
 	}
 	if first, taken := claims[name]; taken {
 		return "name already claimed by " + describe(first.source, first.tool),
