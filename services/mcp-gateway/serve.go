@@ -77,16 +77,19 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	}
 
 	srv, err := mcpserver.New(mcpserver.Config{
-		Identity:      cfg.Identity,
-		Version:       e.version,
-		Address:       addr,
-		Instructions:  m.Instructions,
-		MaxConcurrent: m.MaxConcurrentTools,
-		Timeout:       m.ToolTimeout.Duration,
-		Confirm:       m.ConfirmOverMCP,
-		AuthToken:     token,
-		Listening:     func(a net.Addr) { printAddHint(e.stdout, cfg.Identity, a, m.AuthTokenEnv) },
-		Logger:        log,
+		Identity:           cfg.Identity,
+		Version:            e.version,
+		Address:            addr,
+		Instructions:       m.Instructions,
+		MaxConcurrent:      m.MaxConcurrentTools,
+		Timeout:            m.ToolTimeout.Duration,
+		Confirm:            m.ConfirmOverMCP,
+		AuthToken:          token,
+		AllowedOrigins:     m.AllowedOrigins,
+		SessionIdleTimeout: m.SessionIdleTimeout.Duration,
+		MaxSessions:        m.MaxSessions,
+		Listening:          func(a net.Addr) { printAddHint(e.stdout, cfg.Identity, a, m.AuthTokenEnv) },
+		Logger:             log,
 	}, tools)
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)

@@ -29,11 +29,6 @@ const (
 	// the base context is cancelled: one Ctrl-C must end the process
 	// promptly even with clients attached.
 	ShutdownTimeout = 5 * time.Second
-	// sessionIdleTTL is how long a session-based client may stay silent
-	// before its session is forgotten; it then gets a 404 and starts a new
-	// session. Without it every client that never says goodbye would be
-	// remembered until the process ends.
-	sessionIdleTTL = time.Hour
 	// maxPendingApprovals bounds the approvals issued to clients of the
 	// 2026-07-28 revision and not yet redeemed or expired, so a client that
 	// never retries cannot grow the table without limit.
@@ -70,6 +65,17 @@ type Config struct {
 	// MaxBodyBytes caps one request body (413 beyond it); 0 means
 	// [DefaultMaxBodyBytes].
 	MaxBodyBytes int64
+	// AllowedOrigins are the browser origins allowed besides the
+	// gateway's own loopback address (expose.agent.mcp.allowed_origins).
+	AllowedOrigins []string
+	// SessionIdleTimeout ends a session that has seen no request for this
+	// long, with none open; it then gets 404 and starts anew. Without it
+	// every client that never says goodbye would be remembered until the
+	// process ends. 0 means [config.DefaultSessionIdleTimeout].
+	SessionIdleTimeout time.Duration
+	// MaxSessions caps the live sessions; an initialize beyond it gets
+	// 503. 0 means [config.DefaultMaxSessions].
+	MaxSessions int
 	// Listening, when set, is called once [Server.Serve] has bound its
 	// address, with the address actually bound (the port is known even
 	// when 0 was asked for).
@@ -100,6 +106,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.SessionIdleTimeout <= 0 {
+		c.SessionIdleTimeout = config.DefaultSessionIdleTimeout
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = config.DefaultMaxSessions
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -7,21 +7,96 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 )
 
-// buildHandler mounts mcp-go's streamable server at /mcp behind the body
-// cap and, when a token is configured, the bearer check (outermost, so an
-// unauthenticated body is never read).
+// buildHandler mounts mcp-go's streamable server at /mcp behind, from the
+// outside in: the Origin check (so a web page learns nothing, not even
+// whether a token is needed), the bearer check when a token is configured
+// (so an unauthenticated body is never read), the body cap, and the
+// session rules ([Server.guardSessions]).
 func (s *Server) buildHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.streamable)
+	mux.Handle("/mcp", s.guardSessions(s.streamable))
 	h := limitBody(mux, s.cfg.MaxBodyBytes)
 	if s.cfg.AuthToken != "" {
 		h = requireBearer(h, s.cfg.AuthToken)
 	}
-	return h
+	return checkOrigin(h, s.cfg.AllowedOrigins)
+}
+
+// checkOrigin answers 403 to a request whose Origin header is present and
+// not allowed, as the MCP transport requires: a browser sends Origin with
+// every cross-site request, so this is what stops a page the user visits
+// from calling tools through the user's own gateway, token or not.
+// Non-browser clients send no Origin and pass. Allowed are the operator's
+// allowed origins (exact, as browsers write them) and the gateway's own
+// address on loopback: http://127.0.0.1, localhost or [::1] with the port
+// the request arrived on.
+//
+// It also refuses, first, a request on a loopback connection whose Host is
+// not a loopback name (DNS rebinding). mcp-go's handler checks that too,
+// but only after the session rules in front of it would have answered.
+func checkOrigin(next http.Handler, allowed []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := localLoopback(r); ok && !loopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("forbidden: Host %q is not this machine's; the gateway listens on loopback", r.Host), http.StatusForbidden)
+			return
+		}
+		origin, present := r.Header["Origin"]
+		if !present || len(origin) == 1 && (slices.Contains(allowed, origin[0]) || ownOrigin(r, origin[0])) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, fmt.Sprintf("forbidden: Origin %q is not allowed; add it to expose.agent.mcp.allowed_origins to serve that page", strings.Join(origin, ", ")), http.StatusForbidden)
+	})
+}
+
+// ownOrigin reports whether origin is the gateway's own address: a
+// loopback host with the port of the loopback connection r came in on.
+func ownOrigin(r *http.Request, origin string) bool {
+	port, ok := localLoopback(r)
+	if !ok {
+		return false
+	}
+	for _, h := range []string{"127.0.0.1", "localhost", "[::1]"} {
+		if origin == "http://"+h+":"+port {
+			return true
+		}
+	}
+	return false
+}
+
+// localLoopback returns the local port of r's connection when that
+// connection is on a loopback address.
+func localLoopback(r *http.Request) (port string, ok bool) {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return "", false
+	}
+	host, port, err := net.SplitHostPort(local.String())
+	if err != nil || !net.ParseIP(host).IsLoopback() {
+		return "", false
+	}
+	return port, true
+}
+
+// loopbackHost reports whether a Host header names this machine on
+// loopback: localhost or a loopback IP, with or without a port.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // requireBearer answers 401 with a WWW-Authenticate challenge unless the

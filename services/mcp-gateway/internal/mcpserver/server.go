@@ -32,6 +32,12 @@ type Server struct {
 	mcp        *server.MCPServer
 	streamable *server.StreamableHTTPServer
 	handler    http.Handler
+	// sessions records the sessions issued to session-based clients;
+	// cancels the requests in progress, to drop a cancelled one's answer.
+	sessions *sessions
+	cancels  *cancellations
+	// stopExpiry ends the idle-session expiry loop.
+	stopExpiry chan struct{}
 	// sem holds one token per running call, commands and built-ins alike.
 	sem       chan struct{}
 	approvals *approvals
@@ -68,12 +74,15 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		strict:    strict,
-		sem:       make(chan struct{}, cfg.MaxConcurrent),
-		approvals: newApprovals(cfg.ApprovalTimeout, maxPendingApprovals, time.Now),
-		sources:   map[string][]tool.Tool{},
+		cfg:        cfg,
+		log:        cfg.Logger,
+		strict:     strict,
+		sem:        make(chan struct{}, cfg.MaxConcurrent),
+		approvals:  newApprovals(cfg.ApprovalTimeout, maxPendingApprovals, time.Now),
+		sources:    map[string][]tool.Tool{},
+		sessions:   newSessions(cfg.SessionIdleTimeout, cfg.MaxSessions, time.Now),
+		cancels:    newCancellations(),
+		stopExpiry: make(chan struct{}),
 	}
 	empty := map[string]*entry{}
 	s.entries.Store(&empty)
@@ -95,13 +104,17 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		// rather than a blank session that cannot be asked and, under
 		// confirm_over_mcp auto, would run gated tools unasked.
 		server.WithStateful(true),
-		server.WithSessionIdleTTL(sessionIdleTTL),
+		// The gateway issues, expires and caps sessions itself (see
+		// guardSessions); mcp-go's own idle sweeper stays off, since it
+		// would also end sessions whose event stream is open.
+		server.WithSessionIdManager(s.sessions),
 		server.WithStreamableHTTPLogger(cfg.Logger),
 		// DNS-rebinding protection (a loopback connection must carry a
 		// loopback Host header) stays on: WithDisableLocalhostProtection
 		// is deliberately never passed.
 	)
 	s.handler = s.buildHandler()
+	go s.expireIdle(max(cfg.SessionIdleTimeout/4, 10*time.Millisecond), s.stopExpiry)
 	if err := s.SetTools(SourceLocal, tools); err != nil {
 		s.Close()
 		return nil, err
@@ -298,11 +311,12 @@ func (s *Server) serveListener(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Close ends every session and stops the session sweeper. It is
+// Close ends every session and stops the idle-session expiry. It is
 // idempotent; [Server.Serve] calls it on return, and a server only used
 // through [Server.Handler] must be closed by its owner.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
+		close(s.stopExpiry)
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		defer cancel()
 		if err := s.streamable.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -1,0 +1,186 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// cancellations keeps the answer to a cancelled request from being sent.
+// The MCP spec says a request cancelled with notifications/cancelled should
+// get no response; mcp-go cancels the handler's context (which stops the
+// command's process group) but then writes the handler's result anyway.
+// Each POSTed request is answered through a [cancelWriter] registered
+// under its session and JSON-RPC id; a cancellation marks it, and a marked
+// writer drops the JSON-RPC response, letting any notifications through.
+//
+// It is safe for concurrent use.
+type cancellations struct {
+	mu sync.Mutex
+	// byKey holds the writers of requests in progress; guarded by mu.
+	byKey map[string]*cancelWriter
+}
+
+func newCancellations() *cancellations {
+	return &cancellations{byKey: map[string]*cancelWriter{}}
+}
+
+// requestKey identifies a request: its session and its id, compacted so
+// that the id in notifications/cancelled matches however it was spaced.
+func requestKey(session string, id json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, id) != nil {
+		return ""
+	}
+	return session + "\x00" + b.String()
+}
+
+// watch returns the writer through which the request id of session is to
+// be answered. Every watch must be followed by [cancellations.done].
+func (c *cancellations) watch(w http.ResponseWriter, session string, id json.RawMessage) *cancelWriter {
+	cw := &cancelWriter{ResponseWriter: w, key: requestKey(session, id), id: id}
+	if cw.key == "" {
+		return cw
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byKey[cw.key] = cw
+	return cw
+}
+
+// cancel marks the request id of session cancelled, if it is in progress.
+func (c *cancellations) cancel(session string, id json.RawMessage) {
+	c.mu.Lock()
+	cw := c.byKey[requestKey(session, id)]
+	c.mu.Unlock()
+	if cw != nil {
+		cw.markCancelled()
+	}
+}
+
+// done forgets cw and sends what it held: the JSON answer, unless the
+// request was cancelled, in which case the POST ends with 202 Accepted and
+// no body.
+func (c *cancellations) done(cw *cancelWriter) {
+	c.mu.Lock()
+	if c.byKey[cw.key] == cw {
+		delete(c.byKey, cw.key)
+	}
+	c.mu.Unlock()
+	cw.finish()
+}
+
+// cancelWriter answers one POSTed request. A JSON answer is held until the
+// handler returns, so a cancellation that arrives meanwhile can still drop
+// it; an event stream passes through as it is written, less the event that
+// carries the response once the request is cancelled.
+type cancelWriter struct {
+	http.ResponseWriter
+	key string
+	id  json.RawMessage
+
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	cancelled bool
+	status    int
+	started   bool // the header was decided: held (JSON) or passed on
+	held      bool
+	body      bytes.Buffer
+}
+
+func (cw *cancelWriter) markCancelled() {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	cw.cancelled = true
+}
+
+// WriteHeader decides, from the content type the handler set, whether the
+// answer is held (JSON) or streamed.
+func (cw *cancelWriter) WriteHeader(status int) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	cw.writeHeaderLocked(status)
+}
+
+func (cw *cancelWriter) writeHeaderLocked(status int) {
+	if cw.started {
+		return
+	}
+	cw.started, cw.status = true, status
+	if strings.HasPrefix(cw.Header().Get("Content-Type"), "application/json") {
+		cw.held = true
+		return
+	}
+	cw.ResponseWriter.WriteHeader(status)
+}
+
+func (cw *cancelWriter) Write(p []byte) (int, error) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	cw.writeHeaderLocked(http.StatusOK)
+	if cw.held {
+		return cw.body.Write(p)
+	}
+	if cw.cancelled && carriesResponse(p, cw.id) {
+		return len(p), nil
+	}
+	return cw.ResponseWriter.Write(p)
+}
+
+// Flush passes a stream's events on; a held answer waits for finish.
+func (cw *cancelWriter) Flush() {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if cw.held {
+		return
+	}
+	if f, ok := cw.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (cw *cancelWriter) Unwrap() http.ResponseWriter { return cw.ResponseWriter }
+
+// finish sends a held answer, or 202 for a cancelled one.
+func (cw *cancelWriter) finish() {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if !cw.held {
+		return
+	}
+	if cw.cancelled {
+		cw.Header().Del("Content-Type")
+		cw.Header().Del("Content-Length")
+		cw.ResponseWriter.WriteHeader(http.StatusAccepted)
+		return
+	}
+	cw.ResponseWriter.WriteHeader(cw.status)
+	_, _ = cw.ResponseWriter.Write(cw.body.Bytes())
+}
+
+// carriesResponse reports whether p, a piece of an event stream, holds the
+// JSON-RPC response to the request id: a data line whose message has that
+// id and a result or an error, and no method.
+func carriesResponse(p []byte, id json.RawMessage) bool {
+	want := requestKey("", id)
+	for _, line := range bytes.Split(p, []byte("\n")) {
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(bytes.TrimSpace(data), &m) == nil && m.Method == "" &&
+			(m.Result != nil || m.Error != nil) && len(m.ID) > 0 && requestKey("", m.ID) == want {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,150 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// guardSessions applies the streamable HTTP transport's session rules that
+// mcp-go's handler (v1.2.1) does not, for the session-based protocol eras
+// (before 2026-07-28; requests of the sessionless era pass untouched):
+//
+//   - mcp-go answers a GET with an unknown, deleted or missing session id
+//     by opening a fresh event stream, and a DELETE of one with 200; here
+//     an id the gateway did not issue, or has forgotten, is 404 on every
+//     method, and a missing one 400, as a POST other than initialize
+//     without one is;
+//   - mcp-go keeps sessions until they are deleted; here a session idle
+//     longer than expose.agent.mcp.session_idle_timeout is ended (through
+//     mcp-go's own DELETE path, so all its state goes) and at most
+//     expose.agent.mcp.max_sessions live at once: an initialize beyond the
+//     cap gets 503, never a session in use evicted;
+//   - mcp-go still answers a request its client has cancelled with
+//     notifications/cancelled; here that answer is not sent (see
+//     [cancellations]).
+//
+// It is a layer of its own, not a fork, so that it can go as mcp-go learns
+// these rules: each rule is tested through a real HTTP client, and a test
+// that starts passing without the layer says the library has caught up.
+func (s *Server) guardSessions(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		id := r.Header.Get(server.HeaderKeySessionID)
+		var msg jsonrpcHead
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if json.Unmarshal(body, &msg) != nil || msg.modern() {
+				// Not JSON-RPC (mcp-go answers the parse error) or a
+				// sessionless-era message.
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		switch {
+		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
+			next.ServeHTTP(w, r)
+			return
+		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) && id == "":
+			if s.sessions.full() {
+				s.log.Warn("refused a new MCP session: the session limit is reached", "agent", s.cfg.Identity, "max_sessions", s.sessions.max)
+				http.Error(w, fmt.Sprintf("too many MCP sessions (%d live): try again later, or raise expose.agent.mcp.max_sessions", s.sessions.max), http.StatusServiceUnavailable)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		case r.Method == http.MethodPost && msg.Method == "":
+			// A response to a server request, which mcp-go matches by
+			// session itself (and a ping answer needs none).
+			next.ServeHTTP(w, r)
+			return
+		case id == "":
+			http.Error(w, "bad request: missing Mcp-Session-Id header; send initialize first", http.StatusBadRequest)
+			return
+		case !s.sessions.begin(id):
+			http.Error(w, "session not found: it was deleted, expired or never issued; send initialize to start a new one", http.StatusNotFound)
+			return
+		}
+		defer s.sessions.end(id)
+		if msg.Method == string(mcp.MethodNotificationCancelled) {
+			s.cancels.cancel(id, msg.Params.RequestID)
+		}
+		if r.Method == http.MethodPost && len(msg.ID) > 0 {
+			cw := s.cancels.watch(w, id, msg.ID)
+			defer s.cancels.done(cw)
+			next.ServeHTTP(cw, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// jsonrpcHead is what the session rules read of a POSTed message.
+type jsonrpcHead struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Meta      *mcp.Meta       `json:"_meta"`
+		RequestID json.RawMessage `json:"requestId"`
+	} `json:"params"`
+}
+
+// modern reports whether the message declares the sessionless era in its
+// _meta, as mcp-go also accepts.
+func (m *jsonrpcHead) modern() bool {
+	return m.Params.Meta != nil && mcp.IsModernProtocol(m.Params.Meta.ProtocolVersion())
+}
+
+// expireIdle ends the sessions idle past the timeout, every tick, until
+// done is closed. A session is ended by a DELETE through mcp-go's own
+// handler, exactly as a client's would be, so nothing of it stays behind.
+func (s *Server) expireIdle(tick time.Duration, done <-chan struct{}) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		for _, id := range s.sessions.idleOnes() {
+			s.endSession(id)
+			s.log.Info("MCP session expired", "agent", s.cfg.Identity, "session", id, "idle_timeout", s.sessions.idle)
+		}
+	}
+}
+
+// endSession deletes session id through mcp-go's handler.
+func (s *Server) endSession(id string) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodDelete, "/mcp", nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set(server.HeaderKeySessionID, id)
+	s.streamable.ServeHTTP(discard{header: http.Header{}}, req)
+	// mcp-go terminates it through [sessions.Terminate]; make sure even
+	// if it answered otherwise.
+	_, _ = s.sessions.Terminate(id)
+}
+
+// discard is a ResponseWriter for requests the gateway makes of itself.
+type discard struct{ header http.Header }
+
+func (d discard) Header() http.Header       { return d.header }
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+func (discard) WriteHeader(statusCode int)  {}

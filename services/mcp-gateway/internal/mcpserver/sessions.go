@@ -1,0 +1,134 @@
+package mcpserver
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+)
+
+// sessionPrefix starts every session id the gateway issues.
+const sessionPrefix = "mcp-session-"
+
+// errUnknownSession is a session id the gateway did not issue, or has
+// forgotten (deleted or expired).
+var errUnknownSession = errors.New("unknown session")
+
+// sessions is the gateway's record of the sessions it issued to clients of
+// the session-based protocol eras, and mcp-go's [server.SessionIdManager].
+//
+// It exists because mcp-go's own stateful manager keeps every terminated
+// id for ever (a client that deletes its session still costs memory) and
+// knows nothing of idle time or limits. Here a session is forgotten when
+// it is deleted or has been idle longer than the idle timeout with no
+// request open (a GET stream counts as open), and at most max live at
+// once. A forgotten id is as unknown as one never issued: 404 on every
+// method.
+//
+// It is safe for concurrent use.
+type sessions struct {
+	idle time.Duration
+	max  int
+	now  func() time.Time
+
+	mu sync.Mutex
+	// live holds the sessions issued and not yet forgotten; guarded by mu.
+	live map[string]*session
+}
+
+// session is what is known of one live session; guarded by sessions.mu.
+type session struct {
+	// lastActive is when a request last began or ended.
+	lastActive time.Time
+	// open counts the requests in progress, long-lived streams included.
+	open int
+}
+
+func newSessions(idle time.Duration, max int, now func() time.Time) *sessions {
+	return &sessions{idle: idle, max: max, now: now, live: map[string]*session{}}
+}
+
+// Generate issues a new session id: 128 random bits, so ids cannot be
+// guessed from one another.
+func (s *sessions) Generate() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand's contract)
+	id := sessionPrefix + hex.EncodeToString(b[:])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live[id] = &session{lastActive: s.now()}
+	return id
+}
+
+// Validate reports an error for an id that is not live. Nothing is kept of
+// terminated sessions, so it never reports isTerminated.
+func (s *sessions) Validate(id string) (isTerminated bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live[id] == nil {
+		return false, errUnknownSession
+	}
+	return false, nil
+}
+
+// Terminate forgets id.
+func (s *sessions) Terminate(id string) (isNotAllowed bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, id)
+	return false, nil
+}
+
+// full reports whether a new session would exceed the cap.
+func (s *sessions) full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live) >= s.max
+}
+
+// count returns the live sessions.
+func (s *sessions) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
+
+// begin records a request of id starting, reporting false for an id that
+// is not live. Every true must be followed by one [sessions.end].
+func (s *sessions) begin(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.live[id]
+	if e == nil {
+		return false
+	}
+	e.open++
+	e.lastActive = s.now()
+	return true
+}
+
+// end records a request of id ending.
+func (s *sessions) end(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.live[id]; e != nil {
+		e.open--
+		e.lastActive = s.now()
+	}
+}
+
+// idleOnes returns the live sessions with no request open that have been
+// idle longer than the idle timeout. The caller ends them.
+func (s *sessions) idleOnes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cutoff := s.now().Add(-s.idle)
+	var out []string
+	for id, e := range s.live {
+		if e.open == 0 && e.lastActive.Before(cutoff) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
