@@ -8,6 +8,17 @@ GOBIN     := $(shell go env GOPATH)/bin
 NATSCLI   := github.com/nats-io/natscli/nats@v0.5.0
 export PATH := $(GOBIN):$(PATH)
 
+# The official MCP conformance suite and the Node it runs on, installed
+# through npm into NPM_DIR (under the git-ignored bin/; the path is also in
+# integration/conformance_test.go). Node comes from npm as well, the `node`
+# package, because the suite needs Node 22 or later and the machine's own
+# Node may be older: CI only needs npm.
+NPM_DIR             := bin/npm
+NODE_VERSION        := 22.23.3
+CONFORMANCE_VERSION := 0.1.16
+NPM_NODE            := $(NPM_DIR)/node_modules/.bin/node
+CONFORMANCE         := $(NPM_DIR)/node_modules/.bin/conformance
+
 # FUZZTIME is per fuzz target: a duration for `make fuzz`, an execution
 # count for the short run inside `make test` (a count has no deadline to
 # race, so a slow input cannot fail the run when time is up).
@@ -36,9 +47,24 @@ build:
 	CGO_ENABLED=0 go build -o bin/mcp-gateway ./services/mcp-gateway
 	CGO_ENABLED=0 go build -o bin/fiskdemo ./integration/fiskdemo
 
-# tools installs the real nats CLI the tests drive (natscli v0.5.0).
+# tools installs the real programs the tests drive: the nats CLI (natscli
+# v0.5.0), and Node with the MCP conformance suite (TestMCPConformance).
+# Each is skipped when its pinned version is already installed. The `node`
+# package fetches the Node binary in an install script, which package.json
+# approves (allowScripts) so npm neither warns about nor blocks it.
 tools:
 	@test -x $(GOBIN)/nats && $(GOBIN)/nats --version 2>&1 | grep -q '0.5.0' || go install $(NATSCLI)
+	@$(NPM_NODE) --version 2>/dev/null | grep -qx 'v$(NODE_VERSION)' && \
+	 $(NPM_NODE) $(CONFORMANCE) --version 2>/dev/null | grep -qx '$(CONFORMANCE_VERSION)' || { \
+		echo "== npm install node@$(NODE_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) into $(NPM_DIR)"; \
+		mkdir -p $(NPM_DIR) && \
+		echo '{"private": true, "allowScripts": {"node": true}}' > $(NPM_DIR)/package.json && \
+		npm install --prefix $(NPM_DIR) --save-exact --ignore-scripts=false --no-audit --no-fund --loglevel=error \
+			node@$(NODE_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) && \
+		$(NPM_NODE) --version | grep -qx 'v$(NODE_VERSION)' && \
+		$(NPM_NODE) $(CONFORMANCE) --version | grep -qx '$(CONFORMANCE_VERSION)' || { \
+			echo "make tools: $(NPM_DIR) has no working Node $(NODE_VERSION) with the conformance suite $(CONFORMANCE_VERSION): check npm's output above, remove $(NPM_DIR) and rerun"; exit 1; }; \
+	}
 
 test: tools
 	@set -e; for m in $(MODULES); do \
