@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -122,12 +123,28 @@ func (s *Server) expireIdle(tick time.Duration, done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		for _, id := range s.sessions.idleOnes() {
+		idle := s.sessions.idleOnes()
+		for _, id := range idle {
 			s.endSession(id)
-			s.log.Info("MCP session expired", "agent", s.cfg.Identity, "session", id, "idle_timeout", s.sessions.idle)
+		}
+		if len(idle) > 0 {
+			s.log.Info("MCP sessions expired", "agent", s.cfg.Identity, "count", len(idle), "idle_timeout", s.sessions.idle, "live", s.sessions.count())
+		}
+		if len(idle) >= releaseAfter {
+			// A burst of abandoned sessions (a client restarting in a
+			// loop, a scan) is memory the process will not need again
+			// soon; give it back now rather than when the runtime gets
+			// round to it, which on an idle gateway can be never.
+			debug.FreeOSMemory()
 		}
 	}
 }
+
+// releaseAfter is how many sessions one sweep must end before the memory
+// they held is handed back to the operating system at once: a forced
+// collection costs a few milliseconds, worth it for a burst, not for the
+// odd session.
+const releaseAfter = 256
 
 // endSession deletes session id through mcp-go's handler.
 func (s *Server) endSession(id string) {
