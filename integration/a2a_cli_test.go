@@ -74,7 +74,7 @@ func TestA2AAgentClientCommands(t *testing.T) {
 		t.Helper()
 		return fleettest.Run(t, b.home.Env(), bin, append(args, "--context", fleetContext, "--timeout", "20s")...)
 	}
-	wantTools := []string{"echo", "sleep", "fail", "flood", "spawn", "restart", "cluster_node_status", "getenv"}
+	wantTools := []string{"echo", "sleep", "ticker", "fail", "flood", "spawn", "restart", "cluster_node_status", "getenv"}
 
 	t.Run("discover table", func(t *testing.T) {
 		r := run(t, "discover", "cli")
@@ -87,12 +87,12 @@ func TestA2AAgentClientCommands(t *testing.T) {
 		}
 		header := -1
 		for i, l := range lines {
-			if strings.HasPrefix(l, "TOOL (8)") && strings.Contains(l, "DESCRIPTION") {
+			if strings.HasPrefix(l, "TOOL (9)") && strings.Contains(l, "DESCRIPTION") {
 				header = i
 			}
 		}
 		if header < 0 {
-			t.Fatalf("table header: got\n%s\nwant a TOOL (8) / DESCRIPTION header", r.Stdout)
+			t.Fatalf("table header: got\n%s\nwant a TOOL (9) / DESCRIPTION header", r.Stdout)
 		}
 		rows := lines[header+1:]
 		if len(rows) != len(wantTools) {
@@ -224,7 +224,7 @@ func TestA2AAgentClientCommands(t *testing.T) {
 		if r.ExitCode != 0 {
 			t.Fatalf("exit code: got %d, want 0\nstderr:\n%s", r.ExitCode, r.Stderr)
 		}
-		for _, want := range []string{"SERVED (8)", "DROPPED", "deploy", "gated", "destroy", "ai:deny", "noop", "empty description", "impact:ro"} {
+		for _, want := range []string{"SERVED (9)", "DROPPED", "deploy", "gated", "destroy", "ai:deny", "noop", "empty description", "impact:ro"} {
 			if !strings.Contains(r.Stdout, want) {
 				t.Errorf("info: got\n%s\nwant it to contain %q", r.Stdout, want)
 			}

@@ -6,7 +6,8 @@
 // output cap, spawn a process-group kill of a grandchild that ignores
 // SIGTERM, deploy and restart the approval gate (they write a marker file a
 // test can check), destroy the ai:deny exclusion, getenv the credential
-// scrub, cluster node status a nested command path, and noop a command with
+// scrub, cluster node status a nested command path, ticker output that
+// arrives while a command runs (streamed calls), and noop a command with
 // no help and no tags.
 package main
 
@@ -54,6 +55,19 @@ func main() {
 	sleep.Action(func(*fisk.ParseContext) error {
 		time.Sleep(*sleepFor)
 		fmt.Printf("slept %s pid=%d ppid=%d\n", *sleepFor, os.Getpid(), os.Getppid())
+		return nil
+	})
+
+	ticker := app.Command("ticker", "Prints a numbered line at every interval, for watching a stream").Tag("impact:ro")
+	tickEvery := ticker.Flag("every", "The interval between lines").Default("100ms").Duration()
+	tickCount := ticker.Flag("count", "How many lines to print").Default("50").Int()
+	ticker.Action(func(*fisk.ParseContext) error {
+		for i := 1; i <= *tickCount; i++ {
+			if i > 1 {
+				time.Sleep(*tickEvery)
+			}
+			fmt.Printf("tick %d of %d\n", i, *tickCount)
+		}
 		return nil
 	})
 

@@ -325,7 +325,7 @@ func TestInfo(t *testing.T) {
 	}
 	for _, want := range []string{
 		"agent demo over MCP at http://127.0.0.1:9999/mcp",
-		"SERVED (9)",
+		"SERVED (10)",
 		"deploy",
 		"DROPPED (3)",
 		"destroy      tagged ai:deny",

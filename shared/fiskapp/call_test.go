@@ -1,6 +1,7 @@
 package fiskapp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -344,4 +346,52 @@ func TestCallStartFailure(t *testing.T) {
 	if _, err := app.Commands[0].Call(t.Context(), tool.Request{}); !errors.Is(err, fiskapp.ErrStart) {
 		t.Errorf("got %v, want %v", err, fiskapp.ErrStart)
 	}
+}
+
+// liveBuffer collects what a command hands to tool.Request.Output, and the
+// first piece on its own.
+type liveBuffer struct {
+	mu    sync.Mutex // guards all, first
+	all   bytes.Buffer
+	first string
+}
+
+func (b *liveBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.all.Len() == 0 {
+		b.first = string(p)
+	}
+	return b.all.Write(p)
+}
+
+func TestCallLiveOutput(t *testing.T) {
+	t.Parallel()
+	t.Run("pieces arrive while the command runs", func(t *testing.T) {
+		t.Parallel()
+		ticker := demoCommand(t, fiskapp.Options{}, "ticker")
+		var live liveBuffer
+		out, err := ticker.Call(t.Context(), tool.Request{Input: json.RawMessage(`{"every":"200ms","count":4}`), Output: &live})
+		if err != nil || out.Result == nil {
+			t.Fatalf("got %+v, %v, want a result", out, err)
+		}
+		if live.first != "tick 1 of 4\n" {
+			t.Errorf("first piece: got %q, want the first line alone, handed on before the next was printed", live.first)
+		}
+		if live.all.String() != out.Result.Output {
+			t.Errorf("live output: got %q, want the result's %q", live.all.String(), out.Result.Output)
+		}
+	})
+	t.Run("the same bytes as the capped output", func(t *testing.T) {
+		t.Parallel()
+		flood := demoCommand(t, fiskapp.Options{OutputCap: 4096}, "flood")
+		var live liveBuffer
+		out, err := flood.Call(t.Context(), tool.Request{Input: json.RawMessage(`{"bytes":100000}`), Output: &live})
+		if err != nil || out.Result == nil || !out.Result.Truncated {
+			t.Fatalf("got %+v, %v, want a truncated result", out, err)
+		}
+		if got := live.all.String(); !strings.HasPrefix(got, out.Result.Output) || len(got) > 4096 {
+			t.Errorf("live output: got %d bytes, want the %d kept (at most the cap)", len(got), len(out.Result.Output))
+		}
+	})
 }

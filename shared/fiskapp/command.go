@@ -190,7 +190,7 @@ func (c *Command) Call(ctx context.Context, req tool.Request) (tool.Outcome, err
 	if err != nil {
 		return tool.Failure(err.Error()), nil
 	}
-	res, err := c.run.run(ctx, argv)
+	res, err := c.run.run(ctx, argv, req.Output)
 	if err != nil {
 		return tool.Outcome{}, fmt.Errorf("running %s: %w", c.name, err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
-var demoTools = []string{"echo", "sleep", "fail", "flood", "spawn", "deploy", "restart", "cluster_node_status", "getenv", "noop"}
+var demoTools = []string{"echo", "sleep", "ticker", "fail", "flood", "spawn", "deploy", "restart", "cluster_node_status", "getenv", "noop"}
 
 func TestLoadDemo(t *testing.T) {
 	t.Parallel()
@@ -160,19 +160,19 @@ func TestSelection(t *testing.T) {
 		{
 			name:        "exclude tag",
 			opts:        fiskapp.Options{Exclude: config.Filter{Tags: []string{"impact:rw"}}},
-			want:        []string{"echo", "sleep", "fail", "flood", "spawn", "cluster_node_status", "getenv", "noop"},
+			want:        []string{"echo", "sleep", "ticker", "fail", "flood", "spawn", "cluster_node_status", "getenv", "noop"},
 			wantReasons: map[string]string{"deploy": "excluded by exclude.tags impact:rw", "restart": "excluded by exclude.tags impact:rw"},
 		},
 		{
 			name:        "exclude glob",
 			opts:        fiskapp.Options{Exclude: config.Filter{Tools: []string{"s*"}}},
-			want:        []string{"echo", "fail", "flood", "deploy", "restart", "cluster_node_status", "getenv", "noop"},
+			want:        []string{"echo", "ticker", "fail", "flood", "deploy", "restart", "cluster_node_status", "getenv", "noop"},
 			wantReasons: map[string]string{"sleep": "excluded by exclude.tools s*", "spawn": "excluded by exclude.tools s*"},
 		},
 		{
 			name:        "include tag then exclude glob",
 			opts:        fiskapp.Options{Include: config.Filter{Tags: []string{"impact:ro"}}, Exclude: config.Filter{Tools: []string{"echo", "f*"}}},
-			want:        []string{"sleep", "spawn", "cluster_node_status", "getenv"},
+			want:        []string{"sleep", "ticker", "spawn", "cluster_node_status", "getenv"},
 			wantReasons: map[string]string{"echo": "excluded by exclude.tools echo", "flood": "excluded by exclude.tools f*", "deploy": "not matched by include.tags [impact:ro]"},
 		},
 		{
@@ -229,7 +229,7 @@ func TestConfirmTags(t *testing.T) {
 	}{
 		{name: "ai:confirm only", wantGated: []string{"deploy"}},
 		{name: "impact:rw", confirmTags: []string{"impact:rw"}, wantGated: []string{"deploy", "restart"}},
-		{name: "impact:ro", confirmTags: []string{"impact:ro"}, wantGated: []string{"echo", "sleep", "fail", "flood", "spawn", "deploy", "cluster_node_status", "getenv"}},
+		{name: "impact:ro", confirmTags: []string{"impact:ro"}, wantGated: []string{"echo", "sleep", "ticker", "fail", "flood", "spawn", "deploy", "cluster_node_status", "getenv"}},
 		{name: "unused tag", confirmTags: []string{"scope:system"}, wantGated: []string{"deploy"}},
 	}
 	for _, tt := range tests {

@@ -69,12 +69,13 @@ func newRunner(opts Options) *runner {
 }
 
 // run runs argv to completion in its own process group and returns its exit
-// code and capped, interleaved output; Command is left for the caller.
-func (r *runner) run(ctx context.Context, argv []string) (*tool.CommandResult, error) {
+// code and capped, interleaved output; Command is left for the caller. live,
+// when not nil, is handed each piece of the kept output as it is read.
+func (r *runner) run(ctx context.Context, argv []string, live io.Writer) (*tool.CommandResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInterrupted, err)
 	}
-	out := &capWriter{limit: r.outputCap}
+	out := &capWriter{limit: r.outputCap, live: live}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	// One writer for both streams: exec then shares a single pipe between
 	// them, so the output keeps the order the command wrote it in, and at
@@ -237,15 +238,26 @@ type capWriter struct {
 	limit   int
 	buf     []byte
 	dropped int64
+	// live, when set, is handed every piece kept, as it is kept; its
+	// errors are ignored, so a reader going away never stops the command.
+	live io.Writer
 }
 
 func (w *capWriter) Write(p []byte) (int, error) {
 	n := min(w.limit-len(w.buf), len(p))
 	if n > 0 {
 		w.buf = append(w.buf, p[:n]...)
+		w.pass(p[:n])
 	}
 	w.dropped += int64(len(p) - max(n, 0))
 	return len(p), nil
+}
+
+// pass hands kept bytes to the live writer, if any.
+func (w *capWriter) pass(p []byte) {
+	if w.live != nil && len(p) > 0 {
+		_, _ = w.live.Write(p)
+	}
 }
 
 // discardSize is the scratch buffer ReadFrom counts dropped output through.
@@ -277,6 +289,7 @@ func (w *capWriter) ReadFrom(r io.Reader) (int64, error) {
 		total += int64(n)
 		if keeping {
 			w.buf = w.buf[:len(w.buf)+n]
+			w.pass(p[:n])
 		} else {
 			w.dropped += int64(n)
 		}

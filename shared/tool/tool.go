@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"io"
 	"context"
 	"encoding/json"
 	"regexp"
@@ -135,6 +136,13 @@ type Request struct {
 	Input json.RawMessage
 	// Prompter asks a human, when a tool needs to. Nil denies everything.
 	Prompter Prompter
+	// Output, when set, receives a command's output while it runs: stdout
+	// and stderr interleaved, in order, exactly the bytes the result's
+	// Output will hold (nothing past the output cap). Writes come from one
+	// goroutine, in pieces as the command produces them (a piece may end
+	// inside a UTF-8 character); an error or a slow writer never affects
+	// the command. Tools that run no command ignore it.
+	Output io.Writer
 }
 
 // Prompter asks a human a yes/no question. Implementations fail closed:

@@ -249,7 +249,7 @@ func TestNewRefuses(t *testing.T) {
 // rest is advertised in declaration order.
 func TestDemoSelection(t *testing.T) {
 	srv := newServer(t, server.Config{Identity: "demo"}, demoTools(t, fiskapp.Options{ConfirmTags: []string{tool.TagReadWrite}}))
-	want := []string{"echo", "sleep", "fail", "flood", "spawn", "cluster_node_status", "getenv"}
+	want := []string{"echo", "sleep", "ticker", "fail", "flood", "spawn", "cluster_node_status", "getenv"}
 	if got := cardNames(srv.Card()); !slices.Equal(got, want) {
 		t.Errorf("card tools: got %v, want %v", got, want)
 	}

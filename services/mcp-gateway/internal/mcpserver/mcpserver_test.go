@@ -34,7 +34,7 @@ func TestToolsList(t *testing.T) {
 				names = append(names, tl.Name)
 			}
 			slices.Sort(names)
-			want := []string{"cluster_node_status", "deploy", "echo", "fail", "flood", "getenv", "restart", "sleep", "spawn"}
+			want := []string{"cluster_node_status", "deploy", "echo", "fail", "flood", "getenv", "restart", "sleep", "spawn", "ticker"}
 			if !slices.Equal(names, want) {
 				t.Fatalf("got tools %v, want %v (destroy is ai:deny, linger hidden, noop has no description)", names, want)
 			}
