@@ -1,9 +1,9 @@
 package tool
 
 import (
-	"io"
 	"context"
 	"encoding/json"
+	"io"
 	"regexp"
 	"time"
 )
