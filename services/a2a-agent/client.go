@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -67,6 +70,7 @@ func (c *discoverCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 
 type callCmd struct {
 	clientFlags
+	Follow   bool   `help:"Print the command's output as it runs (a streamed call); the first Ctrl-C stops the command and waits for its final reply, a second one exits at once."`
 	Identity string `arg:"" help:"Agent identity."`
 	Tool     string `arg:"" help:"Tool name, as discover lists it."`
 	Input    string `arg:"" optional:"" help:"Tool input as a JSON object (default {})."`
@@ -85,9 +89,29 @@ func (c *callCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		return err
 	}
 	defer done()
-	reply, err := client.CallTool(ctx, c.Identity, c.Tool, input)
+	var reply *a2a.ToolReply
+	if c.Follow {
+		reply, err = c.follow(ctx, client, input, e)
+	} else {
+		reply, err = client.CallTool(ctx, c.Identity, c.Tool, input)
+	}
 	if err != nil {
 		return err
+	}
+	if c.Follow && !reply.IsError {
+		// The output was printed as it came; what is left to say is how
+		// the command ended.
+		if res, ok := reply.CommandResult(); ok {
+			note := ""
+			if res.Truncated {
+				note = " (output truncated)"
+			}
+			fmt.Fprintf(e.stderr, "exit code %d%s\n", res.ExitCode, note)
+			if res.ExitCode != 0 {
+				return exitCode(min(max(res.ExitCode, 1), 125))
+			}
+		}
+		return nil
 	}
 	if reply.IsError {
 		fmt.Fprintf(e.stdout, "error: %s\n", reply.Output)
@@ -107,4 +131,33 @@ func (c *callCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		return exitCode(min(max(res.ExitCode, 1), 125))
 	}
 	return nil
+}
+
+// follow makes a streamed call, printing output as it arrives. ctx ends at
+// the first Ctrl-C: the agent is told to stop the command, and follow
+// waits for the final reply. A second Ctrl-C exits at once.
+func (c *callCmd) follow(ctx context.Context, client *a2a.Client, input json.RawMessage, e env) (*a2a.ToolReply, error) {
+	go func() {
+		<-ctx.Done()
+		fmt.Fprintln(e.stderr, "stopping the command; Ctrl-C again to leave at once")
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		<-again
+		os.Exit(130)
+	}()
+	var printed strings.Builder
+	reply, err := client.StreamTool(ctx, c.Identity, c.Tool, input, func(text string) {
+		printed.WriteString(text)
+		fmt.Fprint(e.stdout, text)
+	})
+	if reply != nil && reply.IsError {
+		// An error reply repeats the output so far: it is on the screen.
+		reply.Output = strings.TrimPrefix(reply.Output, printed.String())
+	}
+	if reply != nil && ctx.Err() != nil {
+		// Canceled on request: the reply says so; it is not a failure to
+		// reach the agent.
+		return reply, nil
+	}
+	return reply, err
 }

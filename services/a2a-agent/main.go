@@ -42,7 +42,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
-	kctx.Bind(log, env{stdout: os.Stdout, version: version})
+	kctx.Bind(log, env{stdout: os.Stdout, stderr: os.Stderr, version: version})
 	if err := kctx.Run(); err != nil {
 		var ec exitCode
 		if errors.As(err, &ec) {

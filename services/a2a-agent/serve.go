@@ -21,6 +21,7 @@ import (
 // exactly what an operator sees.
 type env struct {
 	stdout  io.Writer
+	stderr  io.Writer
 	version string
 }
 

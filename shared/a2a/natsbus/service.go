@@ -25,6 +25,7 @@ var ErrReplied = errors.New("request already answered")
 // request, never to an address taken from the body.
 type Request struct {
 	req     micro.Request
+	nc      *nats.Conn
 	replied atomic.Bool
 }
 
@@ -71,6 +72,10 @@ type ServiceConfig struct {
 	// Discovery and Tool handle the two endpoints.
 	Discovery Handler
 	Tool      Handler
+	// Stream, when set, handles a third endpoint, "stream", on
+	// [StreamSubject]: streamed calls, answered with [Request.Send] and
+	// [Request.Probe] as many times as the call needs.
+	Stream Handler
 	// ErrorHandler, if set, receives asynchronous subscription errors such
 	// as a slow consumer.
 	ErrorHandler func(error)
@@ -113,6 +118,12 @@ func Serve(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		{"discovery", DiscoverySubject(cfg.Identity), cfg.Discovery},
 		{"tool", ToolSubject(cfg.Identity), cfg.Tool},
 	}
+	if cfg.Stream != nil {
+		endpoints = append(endpoints, struct {
+			name, subject string
+			h             Handler
+		}{"stream", StreamSubject(cfg.Identity), cfg.Stream})
+	}
 	for _, e := range endpoints {
 		h := e.h
 		err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(r micro.Request) {
@@ -121,7 +132,7 @@ func Serve(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 			if r.Reply() == "" {
 				return
 			}
-			h(&Request{req: r})
+			h(&Request{req: r, nc: nc})
 		}),
 			micro.WithEndpointSubject(e.subject))
 		if err != nil {

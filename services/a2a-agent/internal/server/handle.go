@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 	"unicode/utf8"
@@ -79,7 +80,7 @@ func (s *Server) handleTool(r *natsbus.Request) {
 	go func() {
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()
-		reply, rec := s.call(t, req)
+		reply, rec := s.call(s.lifetime, t, req, nil)
 		s.answer(r, req, reply)
 		// Logged once the reply is sent, so the caller never waits on
 		// the log sink (a slow stderr reader, a busy journal).
@@ -96,6 +97,8 @@ func (s *Server) stoppingReply() *a2a.ToolReply {
 type callRecord struct {
 	tool, caller, outcome string
 	duration              time.Duration
+	// stream is set for a streamed call.
+	stream bool
 	// ran is set for a command that ran, which has an exit code and a
 	// command line.
 	ran      bool
@@ -103,13 +106,14 @@ type callRecord struct {
 	command  string
 }
 
-// call runs one tool call under the per-call timeout and returns the reply
-// and what to log about it.
-func (s *Server) call(t tool.Tool, req *a2a.ToolRequest) (*a2a.ToolReply, callRecord) {
-	ctx, cancel := context.WithTimeout(s.lifetime, s.cfg.Timeout)
+// call runs one tool call under the per-call timeout, within parent, and
+// returns the reply and what to log about it. live, when set, receives the
+// command's output as it runs.
+func (s *Server) call(parent context.Context, t tool.Tool, req *a2a.ToolRequest, live io.Writer) (*a2a.ToolReply, callRecord) {
+	ctx, cancel := context.WithTimeout(parent, s.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	out, err := t.Call(ctx, tool.Request{Input: req.Input})
+	out, err := t.Call(ctx, tool.Request{Input: req.Input, Output: live})
 	duration := time.Since(start)
 	reply := &a2a.ToolReply{}
 	if out.Result != nil {
@@ -151,6 +155,9 @@ func (s *Server) logCall(rec callRecord) {
 		slog.String("caller", rec.caller),
 		slog.Duration("duration", rec.duration.Round(time.Microsecond)),
 		slog.String("outcome", rec.outcome))
+	if rec.stream {
+		attrs = append(attrs, slog.Bool("stream", true))
+	}
 	if rec.ran {
 		attrs = append(attrs, slog.Int("exit_code", rec.exitCode), slog.String("command", rec.command))
 	}
@@ -162,6 +169,19 @@ func (s *Server) logCall(rec callRecord) {
 // with the whole reply.
 func (s *Server) answer(r *natsbus.Request, req *a2a.ToolRequest, reply *a2a.ToolReply) {
 	a2a.StampReply(reply, req, s.self)
+	data, err := s.encodeReply(reply, req)
+	if err != nil {
+		return
+	}
+	if err := r.Reply(data); err != nil {
+		s.log.Error("sending tool reply", "agent", s.cfg.Identity, "tool", req.Name, "error", err)
+	}
+}
+
+// encodeReply encodes a stamped reply. Output that makes it exceed the
+// message cap is cut and marked truncated rather than lost with the whole
+// reply; a reply that cannot be encoded at all becomes an in-band error.
+func (s *Server) encodeReply(reply *a2a.ToolReply, req *a2a.ToolRequest) ([]byte, error) {
 	data, err := a2a.Encode(reply)
 	for errors.Is(err, a2a.ErrTooLarge) && len(reply.Output) > 0 {
 		reply.Output = cutUTF8(reply.Output, len(reply.Output)/2)
@@ -173,13 +193,8 @@ func (s *Server) answer(r *natsbus.Request, req *a2a.ToolRequest, reply *a2a.Too
 	if err != nil {
 		s.log.Error("encoding tool reply", "agent", s.cfg.Identity, "tool", req.Name, "error", err)
 		data, err = a2a.Encode(&a2a.ToolReply{Header: reply.Header, IsError: true, Output: "reply could not be encoded: " + err.Error()})
-		if err != nil {
-			return
-		}
 	}
-	if err := r.Reply(data); err != nil {
-		s.log.Error("sending tool reply", "agent", s.cfg.Identity, "tool", req.Name, "error", err)
-	}
+	return data, err
 }
 
 // cutUTF8 returns at most n bytes of s without splitting a rune.

@@ -158,10 +158,15 @@ type Server struct {
 	stopping chan struct{}
 	inflight sync.WaitGroup
 
-	// mu guards svc and stopped, and orders every inflight.Add before
-	// Stop's inflight.Wait.
+	// streams are the streamed calls in progress, for cancels.
+	streams streams
+
+	// mu guards svc, ctrl and stopped, and orders every inflight.Add
+	// before Stop's inflight.Wait.
 	mu  sync.Mutex
 	svc *natsbus.Service
+	// ctrl is this instance's control subscription (cancels).
+	ctrl *nats.Subscription
 	// stopped is set once Stop has begun; no call is admitted after it.
 	stopped bool
 }
@@ -194,8 +199,10 @@ func New(cfg Config, tools []tool.Tool) (*Server, error) {
 		Name:        cfg.Identity,
 		Version:     cfg.Version,
 		Description: cfg.Description,
-		Protocols:   []string{a2a.ProtocolDiscoveryRequest, a2a.ProtocolToolRequest},
-		Tools:       make([]a2a.ToolDescriptor, 0, len(served)),
+		// Streamed calls: a tool.request on the stream subject, answered
+		// with ack, events and a tool.reply, stopped with a cancel.
+		Protocols: []string{a2a.ProtocolDiscoveryRequest, a2a.ProtocolToolRequest, a2a.ProtocolAck, a2a.ProtocolEvent, a2a.ProtocolCancel},
+		Tools:     make([]a2a.ToolDescriptor, 0, len(served)),
 	}
 	byName := make(map[string]tool.Tool, len(served))
 	for _, t := range served {
@@ -272,6 +279,7 @@ func (s *Server) Start(nc *nats.Conn) error {
 		Metadata:    md,
 		Discovery:   s.handleDiscovery,
 		Tool:        s.handleTool,
+		Stream:      s.handleStream,
 		ErrorHandler: func(err error) {
 			s.log.Error("nats service error", "agent", s.cfg.Identity, "error", err)
 		},
@@ -279,13 +287,19 @@ func (s *Server) Start(nc *nats.Conn) error {
 	if err != nil {
 		return err
 	}
+	ctrl, err := natsbus.Control(nc, s.cfg.Identity, s.cfg.Instance, s.handleControl)
+	if err != nil {
+		_ = svc.Stop()
+		return err
+	}
 	// A round trip to the server, so the subscriptions are registered when
 	// Start returns: a caller told "serving" must not get no responders.
 	if err := nc.Flush(); err != nil {
+		_ = ctrl.Unsubscribe()
 		_ = svc.Stop()
 		return fmt.Errorf("registering %s with the NATS server: %w", s.cfg.Identity, err)
 	}
-	s.svc = svc
+	s.svc, s.ctrl = svc, ctrl
 	return nil
 }
 
@@ -298,7 +312,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.stopped = true
-	svc := s.svc
+	svc, ctrl := s.svc, s.ctrl
 	s.mu.Unlock()
 
 	close(s.stopping)
@@ -315,5 +329,10 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	s.cancel()
 	<-done
+	if ctrl != nil {
+		// Kept until every stream ended, so a cancel still reaches them
+		// while they drain.
+		_ = ctrl.Unsubscribe()
+	}
 	return err
 }

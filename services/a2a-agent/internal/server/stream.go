@@ -1,0 +1,339 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// Output coalescing: a streamed call's output goes out in events of at
+// most flushBytes, at least every flushEvery while output flows, so a
+// chatty command costs a few messages a second, not one per write.
+const (
+	flushBytes = 16 << 10
+	flushEvery = 100 * time.Millisecond
+)
+
+// errCanceledByCaller and errCallerGone say why a stream was stopped
+// before its command ended.
+var (
+	errCanceledByCaller = errors.New("canceled by the caller")
+	errCallerGone       = errors.New("the caller is gone")
+)
+
+// running is a stream in progress, as the control subject finds it.
+type running struct {
+	caller string
+	cancel context.CancelCauseFunc
+}
+
+// streams are the streams in progress by request id; guarded by mu.
+type streams struct {
+	mu   sync.Mutex
+	byID map[string]*running
+}
+
+func (st *streams) add(id string, r *running) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.byID == nil {
+		st.byID = map[string]*running{}
+	}
+	st.byID[id] = r
+}
+
+func (st *streams) remove(id string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.byID, id)
+}
+
+func (st *streams) get(id string) *running {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.byID[id]
+}
+
+// handleStream runs on the stream endpoint's subscription goroutine, like
+// handleTool: the same decoding, the same tool set and the same slot,
+// taken here before any work. A call that cannot start gets
+// ack{accepted: false} as its whole answer.
+func (s *Server) handleStream(r *natsbus.Request) {
+	req := &a2a.ToolRequest{}
+	if err := a2a.Decode(r.Data(), req); err != nil {
+		s.reject(r, "stream", err)
+		return
+	}
+	out := &streamOut{s: s, r: r, req: req}
+	t, ok := s.byName[req.Name]
+	if !ok {
+		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "stream", true, "outcome", "unknown tool")
+		out.ack(false, fmt.Sprintf("unknown tool %q: %s serves %d tools; discover them first", req.Name, s.cfg.Identity, len(s.served)))
+		return
+	}
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.stopping:
+		out.ack(false, s.stoppingReply().Output)
+		return
+	}
+	if !s.admit() {
+		<-s.sem
+		out.ack(false, s.stoppingReply().Output)
+		return
+	}
+	go func() {
+		defer s.inflight.Done()
+		defer func() { <-s.sem }()
+		rec := s.runStream(out, t, req)
+		s.logCall(rec)
+	}()
+}
+
+// runStream runs one streamed call: ack, output events and heartbeats while
+// the command runs, then the final reply, the same as the tool endpoint's
+// for the same run.
+func (s *Server) runStream(out *streamOut, t tool.Tool, req *a2a.ToolRequest) callRecord {
+	ctx, cancel := context.WithCancelCause(s.lifetime)
+	defer cancel(nil)
+	s.streams.add(req.ID, &running{caller: req.Sender.Name, cancel: cancel})
+	defer s.streams.remove(req.ID)
+
+	out.ack(true, "")
+	live := &liveOutput{out: out, cancel: cancel}
+	stop := live.start()
+	reply, rec := s.call(ctx, t, req, live)
+	stop()
+	if cause := context.Cause(ctx); errors.Is(cause, errCanceledByCaller) || errors.Is(cause, errCallerGone) {
+		reply = &a2a.ToolReply{IsError: true, Output: canceledOutput(live.sent(), t.Name(), cause)}
+		rec.outcome, rec.ran = "canceled", false
+	}
+	rec.stream = true
+	out.final(reply)
+	return rec
+}
+
+// canceledOutput is what a canceled stream's final reply says: the output
+// so far, then that it was canceled and why.
+func canceledOutput(so string, name string, cause error) string {
+	if so != "" && so[len(so)-1] != '\n' {
+		so += "\n"
+	}
+	return fmt.Sprintf("%stool %s was canceled: %v; its process group was killed", so, name, cause)
+}
+
+// handleControl takes a cancel on this instance's control subject. A cancel
+// for no stream in progress, or from another caller than the stream's, is
+// ignored with a logged reason.
+func (s *Server) handleControl(data []byte) {
+	c := &a2a.Cancel{}
+	if err := a2a.Decode(data, c); err != nil {
+		s.log.Warn("ignored a malformed control message", "agent", s.cfg.Identity, "error", err)
+		return
+	}
+	r := s.streams.get(c.Request)
+	switch {
+	case r == nil:
+		s.log.Info("ignored a cancel for no stream in progress", "agent", s.cfg.Identity, "request", c.Request, "caller", c.Sender.Name)
+	case r.caller != c.Sender.Name:
+		s.log.Warn("ignored a cancel from another caller than the stream's", "agent", s.cfg.Identity, "request", c.Request, "caller", c.Sender.Name, "stream_caller", r.caller)
+	default:
+		s.log.Info("stream canceled by its caller", "agent", s.cfg.Identity, "request", c.Request, "caller", c.Sender.Name, "reason", c.Reason)
+		r.cancel(errCanceledByCaller)
+	}
+}
+
+// streamOut sends the messages of one stream, numbered from 1, and probes
+// the caller's liveness at most once per heartbeat interval.
+type streamOut struct {
+	s   *Server
+	r   *natsbus.Request
+	req *a2a.ToolRequest
+
+	mu sync.Mutex
+	// seq, lastSent, lastProbe and misses are guarded by mu.
+	seq       uint64
+	lastSent  time.Time
+	lastProbe time.Time
+	misses    int
+}
+
+func (o *streamOut) ack(accepted bool, reason string) {
+	_ = o.send(&a2a.Ack{Accepted: accepted, Reason: reason})
+}
+
+// final sends the final reply, cutting output that would not fit, as the
+// tool endpoint does.
+func (o *streamOut) final(reply *a2a.ToolReply) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seq++
+	a2a.StampReply(reply, o.req, o.s.self)
+	reply.Sequence = o.seq
+	data, err := o.s.encodeReply(reply, o.req)
+	if err != nil {
+		return
+	}
+	if err := o.r.Send(data); err != nil {
+		o.s.log.Error("sending stream reply", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
+	}
+}
+
+// send stamps, numbers and sends m; it reports the caller gone when a
+// probe finds no one on its inbox.
+func (o *streamOut) send(m a2a.Message) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seq++
+	a2a.StampReply(m, o.req, o.s.self)
+	setSequence(m, o.seq)
+	data, err := a2a.Encode(m)
+	if err != nil {
+		o.s.log.Error("encoding stream message", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
+		return nil
+	}
+	now := time.Now()
+	o.lastSent = now
+	if now.Sub(o.lastProbe) < a2a.HeartbeatInterval {
+		return o.r.Send(data)
+	}
+	o.lastProbe = now
+	err = o.r.Probe(data, a2a.HeartbeatInterval)
+	switch {
+	case errors.Is(err, natsbus.ErrCallerGone):
+		return errCallerGone
+	case err != nil:
+		// No answer in time: a slow or stuck caller. Three in a row is
+		// three heartbeats of silence.
+		o.misses++
+		if o.misses >= 3 {
+			return errCallerGone
+		}
+		return nil
+	}
+	o.misses = 0
+	return nil
+}
+
+func (o *streamOut) idleFor(now time.Time) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return now.Sub(o.lastSent)
+}
+
+// setSequence numbers a stamped message.
+func setSequence(m a2a.Message, seq uint64) {
+	switch m := m.(type) {
+	case *a2a.Ack:
+		m.Sequence = seq
+	case *a2a.Event:
+		m.Sequence = seq
+	}
+}
+
+// liveOutput receives a running command's output and sends it as text
+// events, coalesced, never splitting a UTF-8 character, with a heartbeat
+// when nothing else was sent for an interval. It holds at most flushBytes
+// unsent, and a stream's output never exceeds the output cap, so a slow
+// caller cannot make the agent hold more.
+type liveOutput struct {
+	out    *streamOut
+	cancel context.CancelCauseFunc
+
+	mu sync.Mutex
+	// pending, all and lastFlush are guarded by mu; all is what was handed
+	// on, for a canceled call's reply.
+	pending   []byte
+	all       []byte
+	lastFlush time.Time
+}
+
+// Write is called by the command runner with each piece of output.
+func (l *liveOutput) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.pending = append(l.pending, p...)
+	l.all = append(l.all, p...)
+	full := len(l.pending) >= flushBytes
+	l.mu.Unlock()
+	if full {
+		l.flush(false)
+	}
+	return len(p), nil
+}
+
+// flush sends what is pending, up to its last whole character (all of it
+// at the end).
+func (l *liveOutput) flush(end bool) {
+	l.mu.Lock()
+	n := len(l.pending)
+	if !end {
+		n = wholeRunes(l.pending)
+	}
+	chunk := string(l.pending[:n])
+	l.pending = append(l.pending[:0], l.pending[n:]...)
+	l.lastFlush = time.Now()
+	l.mu.Unlock()
+	if chunk == "" {
+		return
+	}
+	if err := l.out.send(&a2a.Event{Block: a2a.Block{Content: &a2a.TextBlock{Text: chunk}}}); err != nil {
+		l.cancel(err)
+	}
+}
+
+// sent returns the output handed on so far.
+func (l *liveOutput) sent() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.all)
+}
+
+// start runs the flusher and heartbeat until the returned stop is called,
+// which flushes what is left.
+func (l *liveOutput) start() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(flushEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				l.flush(false)
+				if l.out.idleFor(now) >= a2a.HeartbeatInterval {
+					if err := l.out.send(&a2a.Event{Block: a2a.Block{Content: &a2a.StatusBlock{Phase: "running"}}}); err != nil {
+						l.cancel(err)
+					}
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		l.flush(true)
+	}
+}
+
+// wholeRunes returns the length of b up to its last complete UTF-8
+// character: a character cut by a read waits for its other bytes.
+func wholeRunes(b []byte) int {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return len(b) - i
+			}
+			break
+		}
+	}
+	return len(b)
+}
