@@ -19,7 +19,14 @@ func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if err != nil {
 		return err
 	}
-	tools, appDropped, err := localTools(ctx, cfg)
+	idx, err := openIndex(cfg, false, log)
+	if err != nil {
+		return err
+	}
+	if idx != nil {
+		defer idx.Close()
+	}
+	tools, appDropped, err := localTools(ctx, cfg, idx)
 	if err != nil {
 		return err
 	}

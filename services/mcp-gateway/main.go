@@ -22,8 +22,9 @@ type root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 	logging.Flags
 
-	Serve serveCmd `cmd:"" help:"Serve the configured tools over MCP (streamable HTTP at /mcp)."`
-	Info  infoCmd  `cmd:"" help:"List what serve would serve, and why each dropped tool is dropped."`
+	Serve     serveCmd     `cmd:"" help:"Serve the configured tools over MCP (streamable HTTP at /mcp)."`
+	Info      infoCmd      `cmd:"" help:"List what serve would serve, and why each dropped tool is dropped."`
+	Knowledge knowledgeCmd `cmd:"" help:"Build, search and inspect the knowledge index (knowledge.directory)."`
 }
 
 func main() {

@@ -54,7 +54,14 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		token = strings.TrimSpace(v)
 	}
 
-	tools, appDropped, err := localTools(ctx, cfg)
+	idx, err := openIndex(cfg, false, log)
+	if err != nil {
+		return err
+	}
+	if idx != nil {
+		defer idx.Close()
+	}
+	tools, appDropped, err := localTools(ctx, cfg, idx)
 	if err != nil {
 		return err
 	}
@@ -88,6 +95,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		AllowedOrigins:     m.AllowedOrigins,
 		SessionIdleTimeout: m.SessionIdleTimeout.Duration,
 		MaxSessions:        m.MaxSessions,
+		Resources:          resourcesIndex(cfg, idx),
 		Listening:          func(a net.Addr) { printAddHint(e.stdout, cfg.Identity, a, m.AuthTokenEnv) },
 		Logger:             log,
 	}, tools)
@@ -110,6 +118,9 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 			return err
 		}
 	}
+	if idx != nil {
+		go keepIndexed(ctx, idx, srv, log)
+	}
 	return srv.Serve(ctx)
 }
 
@@ -127,7 +138,7 @@ func loadConfig(path string, mode config.Mode, log *slog.Logger) (*config.Config
 // application's commands first, then the allowlisted built-ins, so a
 // built-in can never take a command's name. It also returns the commands
 // the application selection dropped.
-func localTools(ctx context.Context, cfg *config.Config) ([]tool.Tool, []tool.Dropped, error) {
+func localTools(ctx context.Context, cfg *config.Config, idx *knowledge.Index) ([]tool.Tool, []tool.Dropped, error) {
 	var tools []tool.Tool
 	var dropped []tool.Dropped
 	if cfg.ApplicationPath != "" {
@@ -139,13 +150,8 @@ func localTools(ctx context.Context, cfg *config.Config) ([]tool.Tool, []tool.Dr
 		dropped = app.Dropped
 	}
 	if m := cfg.Expose.Agent.MCP; m != nil && len(m.Builtins) > 0 {
-		dir := ""
-		if cfg.Knowledge != nil {
-			dir = cfg.Knowledge.Directory
-		}
-		idx, err := knowledge.New(dir)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: knowledge.directory: %w", cfg.File, err)
+		if idx == nil {
+			return nil, nil, fmt.Errorf("%s: expose.agent.mcp.builtins lists knowledge built-ins: add knowledge.directory: PATH", cfg.File)
 		}
 		builtins, err := idx.Tools(m.Builtins)
 		if err != nil {

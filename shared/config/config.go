@@ -134,7 +134,14 @@ type MCP struct {
 	// refused with 503 rather than evicting a session in use. Zero means
 	// [DefaultMaxSessions].
 	MaxSessions int `yaml:"max_sessions"`
+	// Resources lists what is served as MCP resources; the one kind is
+	// [ResourceKnowledge]. Empty serves none: resources are off by default.
+	Resources []string `yaml:"resources"`
 }
+
+// ResourceKnowledge in expose.agent.mcp.resources serves the indexed
+// knowledge documents and their sections as MCP resources.
+const ResourceKnowledge = "knowledge"
 
 // Defaults of the MCP session limits. Half an hour outlasts a human's
 // pause; a thousand sessions is far beyond one team's clients and bounds
@@ -176,6 +183,14 @@ type Knowledge struct {
 	// relative path is resolved against the working directory, as
 	// application_path is.
 	Directory string `yaml:"directory"`
+	// Store is the folder holding the index of Directory; empty means
+	// [knowledge.DefaultStore] of the identity, under the user's cache
+	// directory. It must be outside Directory.
+	Store string `yaml:"store"`
+	// MaxResultBytes caps one knowledge_search answer; 0 means
+	// [knowledge.DefaultMaxResultBytes]. Raise it for models with a large
+	// context; below [knowledge.MinMaxResultBytes] it is refused.
+	MaxResultBytes int `yaml:"max_result_bytes"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s",

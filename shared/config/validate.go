@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -145,6 +146,7 @@ func (v *validator) common(c *Config) {
 			v.envName(key+".auth_token_env", m.AuthTokenEnv)
 		}
 		v.builtins(key+".builtins", m.Builtins, c.Knowledge)
+		v.resources(key+".resources", m.Resources, c.Knowledge)
 		for i, o := range m.AllowedOrigins {
 			k := fmt.Sprintf("%s.allowed_origins[%d]", key, i)
 			if err := CheckOrigin(o); err != nil {
@@ -160,6 +162,39 @@ func (v *validator) common(c *Config) {
 	}
 	if a := c.Expose.Agent.A2A; a != nil {
 		v.limits("expose.agent.a2a", a.MaxConcurrentTools, a.ToolTimeout)
+	}
+	if k := c.Knowledge; k != nil {
+		v.knowledge(k)
+	}
+}
+
+// knowledge checks the knowledge key.
+func (v *validator) knowledge(k *Knowledge) {
+	if k.MaxResultBytes != 0 && k.MaxResultBytes < knowledge.MinMaxResultBytes {
+		v.fail("knowledge.max_result_bytes", fmt.Sprintf("knowledge.max_result_bytes must be at least %d, got %d: fix knowledge.max_result_bytes, or leave it out for %d",
+			knowledge.MinMaxResultBytes, k.MaxResultBytes, knowledge.DefaultMaxResultBytes))
+	}
+	if k.Store != "" && k.Directory != "" {
+		d, errD := filepath.Abs(k.Directory)
+		s, errS := filepath.Abs(k.Store)
+		if rel, err := filepath.Rel(d, s); errD == nil && errS == nil && err == nil && (rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))) {
+			v.fail("knowledge.store", fmt.Sprintf("knowledge.store %s is inside knowledge.directory %s: the index would index itself; move knowledge.store outside it, or leave it out for the cache directory", k.Store, k.Directory))
+		}
+	}
+}
+
+// resources checks expose.agent.mcp.resources at key: known kinds only,
+// and knowledge needs the documents it serves.
+func (v *validator) resources(key string, kinds []string, k *Knowledge) {
+	for i, kind := range kinds {
+		if kind != ResourceKnowledge {
+			k := fmt.Sprintf("%s[%d]", key, i)
+			v.fail(k, fmt.Sprintf("%s %q is not a resource kind: use %s", k, kind, ResourceKnowledge))
+			continue
+		}
+		if k == nil || k.Directory == "" {
+			v.fail("knowledge.directory", fmt.Sprintf("%s lists knowledge, which serves documents as resources: add knowledge.directory: PATH", key))
+		}
 	}
 }
 

@@ -2,13 +2,11 @@ package knowledge_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
-	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
 func ExampleToolNames() {
@@ -16,37 +14,55 @@ func ExampleToolNames() {
 	// Output: [knowledge_enumerate knowledge_search]
 }
 
-func ExampleIndex_Tools() {
+func ExampleQuery() {
+	q, ok := knowledge.Query(`NEAR("drain" * -server) AND`)
+	fmt.Println(q, ok)
+	_, ok = knowledge.Query(`" * -`)
+	fmt.Println(ok)
+	// Output:
+	// "near" OR "drain" OR "server" OR "and" true
+	// false
+}
+
+func ExampleParseCitation() {
+	name, ordinal, err := knowledge.ParseCitation("runbooks/restart.md#2")
+	fmt.Println(name, ordinal, err)
+	// Output: runbooks/restart.md 2 <nil>
+}
+
+func ExampleIndex_Search() {
 	dir, err := os.MkdirTemp("", "knowledge")
 	if err != nil {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	doc := "# Restarting a server\n\nDrain it first: nats server request drain.\n"
-	if err := os.WriteFile(filepath.Join(dir, "restart.md"), []byte(doc), 0o644); err != nil {
+	docs, store := filepath.Join(dir, "docs"), filepath.Join(dir, "store")
+	doc := "# Restarting a server\n\n## Drain first\n\nRun nats server request drain and wait.\n\n## Start again\n\nStart the service.\n"
+	if err := os.MkdirAll(docs, 0o755); err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile(filepath.Join(docs, "restart.md"), []byte(doc), 0o644); err != nil {
 		panic(err)
 	}
 
-	idx, err := knowledge.New(dir)
+	idx, err := knowledge.Open(knowledge.Options{Directory: docs, Store: store})
 	if err != nil {
 		panic(err)
 	}
-	tools, err := idx.Tools([]string{knowledge.EnumerateTool, knowledge.SearchTool})
+	defer idx.Close()
+	if _, err := idx.Update(context.Background(), nil); err != nil {
+		panic(err)
+	}
+	res, err := idx.Search(context.Background(), "draining", 1)
 	if err != nil {
 		panic(err)
 	}
-	for _, t := range tools {
-		input := json.RawMessage(`{"query":"DRAIN"}`)
-		if t.Name() == knowledge.EnumerateTool {
-			input = nil
-		}
-		out, err := t.Call(context.Background(), tool.Request{Input: input})
-		if err != nil {
-			panic(err)
-		}
-		fmt.Printf("%s: %s\n", t.Name(), out.Text())
+	for _, h := range res.Hits {
+		fmt.Printf("%s [%s]\n%s\n", h.Citation, h.Heading, h.Text)
 	}
 	// Output:
-	// knowledge_enumerate: {"documents":[{"name":"restart.md","bytes":66,"title":"Restarting a server"}]}
-	// knowledge_search: {"matches":[{"document":"restart.md","line":3,"text":"Drain it first: nats server request drain."}]}
+	// restart.md#2 [Restarting a server > Drain first]
+	// ## Drain first
+	//
+	// Run nats server request drain and wait.
 }

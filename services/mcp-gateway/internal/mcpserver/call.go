@@ -127,7 +127,7 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 		// An in-process tool's output is already the JSON the client asked
 		// for: it travels verbatim.
 		rec.outcome = outcomeOK
-		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(out.JSON))}}
+		return &mcp.CallToolResult{Content: append([]mcp.Content{mcp.NewTextContent(string(out.JSON))}, s.resourceLinks(e.tool, out.JSON)...)}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/knowledge"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -83,6 +84,11 @@ type Config struct {
 	// Logger receives one line per call, the selection and the lifecycle;
 	// nil means slog.Default().
 	Logger *slog.Logger
+	// Resources, when set, serves the documents of this knowledge index
+	// as MCP resources (expose.agent.mcp.resources: [knowledge]) and adds
+	// resource_link items to its knowledge_search results. The caller
+	// owns the index and keeps it open while serving.
+	Resources *knowledge.Index
 }
 
 func (c Config) withDefaults() Config {

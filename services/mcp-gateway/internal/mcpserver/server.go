@@ -54,6 +54,9 @@ type Server struct {
 	defs []byte
 
 	closeOnce sync.Once
+
+	// res is the knowledge resources listing (resources.go).
+	res resourceState
 }
 
 // New builds the server that `serve` runs, with tools as the
@@ -95,7 +98,9 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 	if cfg.Instructions != "" {
 		opts = append(opts, server.WithInstructions(cfg.Instructions))
 	}
+	opts = append(opts, resourceOptions(cfg)...)
 	s.mcp = server.NewMCPServer(cfg.Identity, cfg.Version, opts...)
+	s.registerResources()
 	s.streamable = server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
 		// Stateful: a session-based client's capabilities live in its

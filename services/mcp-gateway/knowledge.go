@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+)
+
+// knowledgeCmd groups the operator's commands on the knowledge index.
+type knowledgeCmd struct {
+	Index   knowledgeIndexCmd   `cmd:"" help:"Build or update the index of knowledge.directory."`
+	Search  knowledgeSearchCmd  `cmd:"" help:"Search the index as knowledge_search does."`
+	Show    knowledgeShowCmd    `cmd:"" help:"Print one section by its citation (path#ordinal)."`
+	Sources knowledgeSourcesCmd `cmd:"" help:"List the indexed documents."`
+	Stats   knowledgeStatsCmd   `cmd:"" help:"Print documents, sections, store size and last update."`
+}
+
+// knowledgeConfig is the flag every knowledge subcommand takes.
+type knowledgeConfig struct {
+	Config string `help:"Agent configuration file (agent.yaml)." type:"existingfile" required:"" env:"MCP_GATEWAY_CONFIG"`
+}
+
+// open loads the configuration and opens its index; it refuses a file
+// without knowledge.directory.
+func (k knowledgeConfig) open(log *slog.Logger, rebuild bool) (*config.Config, *knowledge.Index, error) {
+	cfg, err := loadConfig(k.Config, config.ModeInfo, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Knowledge == nil || cfg.Knowledge.Directory == "" {
+		return nil, nil, fmt.Errorf("%s: knowledge is not configured: add knowledge.directory: PATH", cfg.File)
+	}
+	idx, err := openIndexOf(cfg, rebuild, log)
+	return cfg, idx, err
+}
+
+// needsIndex reports whether serving uses the knowledge index: a knowledge
+// built-in is allowlisted or documents are served as resources.
+func needsIndex(cfg *config.Config) bool {
+	m := cfg.Expose.Agent.MCP
+	if cfg.Knowledge == nil || cfg.Knowledge.Directory == "" || m == nil {
+		return false
+	}
+	for _, b := range m.Builtins {
+		if slices.Contains(knowledge.ToolNames(), b) {
+			return true
+		}
+	}
+	return slices.Contains(m.Resources, config.ResourceKnowledge)
+}
+
+// openIndex opens the index serving needs, or returns nil when nothing
+// served uses it. Opening checks the store and creates it if absent; it
+// does not index.
+func openIndex(cfg *config.Config, rebuild bool, log *slog.Logger) (*knowledge.Index, error) {
+	if !needsIndex(cfg) {
+		return nil, nil
+	}
+	return openIndexOf(cfg, rebuild, log)
+}
+
+func openIndexOf(cfg *config.Config, rebuild bool, log *slog.Logger) (*knowledge.Index, error) {
+	k := cfg.Knowledge
+	idx, err := knowledge.Open(knowledge.Options{
+		Directory:      k.Directory,
+		Store:          k.Store,
+		Identity:       cfg.Identity,
+		MaxResultBytes: k.MaxResultBytes,
+		Rebuild:        rebuild,
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	return idx, nil
+}
+
+// resourcesIndex is the index to serve as MCP resources, or nil when
+// expose.agent.mcp.resources does not list knowledge.
+func resourcesIndex(cfg *config.Config, idx *knowledge.Index) *knowledge.Index {
+	if m := cfg.Expose.Agent.MCP; idx != nil && m != nil && slices.Contains(m.Resources, config.ResourceKnowledge) {
+		return idx
+	}
+	return nil
+}
+
+// keepIndexed builds the index and keeps it current until ctx ends,
+// refreshing the resource listing after each change. It runs beside the
+// listener, so serving never waits for a build.
+func keepIndexed(ctx context.Context, idx *knowledge.Index, srv *mcpserver.Server, log *slog.Logger) {
+	err := idx.Run(ctx, func(ch knowledge.Changes) {
+		if err := srv.RefreshResources(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("refreshing knowledge resources", "error", err)
+		}
+	})
+	if err != nil {
+		log.Error("knowledge index not kept current: searches answer from the index as it was at start", "directory", idx.Dir(), "error", err)
+	}
+}
+
+type knowledgeIndexCmd struct {
+	knowledgeConfig
+	Reindex bool `help:"Empty the store and index every document again; replaces a corrupt store or one that is not an index."`
+}
+
+func (c *knowledgeIndexCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	_, idx, err := c.open(log, c.Reindex)
+	if err != nil {
+		return err
+	}
+	defer idx.Close()
+	start := time.Now()
+	progress, done := progressFor(e.stdout)
+	ch, err := idx.Update(ctx, progress)
+	done()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "indexed %s in %s: %d added, %d changed, %d removed, %d unchanged\n",
+		idx.Dir(), time.Since(start).Round(time.Millisecond), len(ch.Added), len(ch.Changed), len(ch.Removed), ch.Unchanged)
+	if ch.Incomplete {
+		fmt.Fprintf(e.stdout, "the directory holds more than %d documents: the rest are not indexed\n", knowledge.MaxDocuments)
+	}
+	fmt.Fprintf(e.stdout, "store %s\n", idx.Store())
+	return nil
+}
+
+// progressFor returns the update's progress callback: a bar when w is a
+// terminal, a plain line every 1000 documents otherwise (logs and CI keep
+// readable output). done finishes the bar.
+func progressFor(w io.Writer) (knowledge.Progress, func()) {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		var bar *progressbar.ProgressBar
+		return func(n, total int) {
+				if bar == nil {
+					bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("indexing"),
+						progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
+				}
+				_ = bar.Set(n)
+			}, func() {
+				if bar != nil {
+					_ = bar.Finish()
+				}
+			}
+	}
+	return func(n, total int) {
+		if n%1000 == 0 || n == total {
+			fmt.Fprintf(w, "examined %d of %d documents\n", n, total)
+		}
+	}, func() {}
+}
+
+type knowledgeSearchCmd struct {
+	knowledgeConfig
+	TopK  int      `help:"How many sections to print." default:"5" name:"top-k"`
+	Query []string `arg:"" help:"Words to look for."`
+}
+
+func (c *knowledgeSearchCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	_, idx, err := c.open(log, false)
+	if err != nil {
+		return err
+	}
+	defer idx.Close()
+	res, err := idx.Search(ctx, strings.Join(c.Query, " "), c.TopK)
+	if err != nil {
+		return err
+	}
+	if len(res.Hits) == 0 {
+		fmt.Fprintln(e.stdout, "no sections match (is the index built? run mcp-gateway knowledge index)")
+	}
+	for n, h := range res.Hits {
+		where := h.Title
+		if h.Heading != "" {
+			where = h.Heading
+		}
+		fmt.Fprintf(e.stdout, "%d. %s  (score %.4g)  %s\n", n+1, h.Citation, h.Score, where)
+		for _, l := range strings.Split(h.Text, "\n") {
+			fmt.Fprintf(e.stdout, "   %s\n", l)
+		}
+		fmt.Fprintln(e.stdout)
+	}
+	return nil
+}
+
+type knowledgeShowCmd struct {
+	knowledgeConfig
+	Citation string `arg:"" help:"The section's citation, path#ordinal, as search prints it."`
+}
+
+func (c *knowledgeShowCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	_, idx, err := c.open(log, false)
+	if err != nil {
+		return err
+	}
+	defer idx.Close()
+	sec, err := idx.Section(ctx, c.Citation)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, sec.Text)
+	return nil
+}
+
+type knowledgeSourcesCmd struct {
+	knowledgeConfig
+	Prefix string `help:"Only documents whose path starts with this."`
+}
+
+func (c *knowledgeSourcesCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	_, idx, err := c.open(log, false)
+	if err != nil {
+		return err
+	}
+	defer idx.Close()
+	cursor := ""
+	for {
+		page, err := idx.Enumerate(ctx, c.Prefix, cursor, knowledge.PageSize)
+		if err != nil {
+			return err
+		}
+		for _, d := range page.Documents {
+			fmt.Fprintf(e.stdout, "%s\t%d sections\t%d bytes\t%s\n", d.Path, d.Sections, d.Bytes, d.Title)
+		}
+		if page.NextCursor == "" {
+			return nil
+		}
+		cursor = page.NextCursor
+	}
+}
+
+type knowledgeStatsCmd struct {
+	knowledgeConfig
+}
+
+func (c *knowledgeStatsCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	_, idx, err := c.open(log, false)
+	if err != nil {
+		return err
+	}
+	defer idx.Close()
+	s, err := idx.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	updated := "never (run mcp-gateway knowledge index)"
+	if !s.UpdatedAt.IsZero() {
+		updated = s.UpdatedAt.Local().Format(time.RFC3339)
+	}
+	fmt.Fprintf(e.stdout, "directory    %s\nstore        %s\ndocuments    %d\nsections     %d\nstore size   %d bytes\nlast update  %s\n",
+		s.Directory, s.Store, s.Documents, s.Sections, s.StoreBytes, updated)
+	if s.Incomplete {
+		fmt.Fprintf(e.stdout, "incomplete   more than %d documents: the rest are not indexed\n", knowledge.MaxDocuments)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestKnowledgeRefusals(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		wantKey string
+		wantMsg string
+	}{
+		{"max result bytes too small", "identity: ops\nknowledge: {directory: docs, max_result_bytes: 10}\n", "knowledge.max_result_bytes", "knowledge.max_result_bytes must be at least 1024, got 10"},
+		{"max result bytes negative", "identity: ops\nknowledge: {directory: docs, max_result_bytes: -1}\n", "knowledge.max_result_bytes", "must be at least"},
+		{"store inside directory", "identity: ops\nknowledge: {directory: docs, store: docs/.index}\n", "knowledge.store", "knowledge.store docs/.index is inside knowledge.directory docs"},
+		{"store is the directory", "identity: ops\nknowledge: {directory: docs, store: ./docs}\n", "knowledge.store", "is inside knowledge.directory"},
+		{"resources without knowledge", "identity: ops\nexpose: {agent: {mcp: {resources: [knowledge]}}}\n", "knowledge.directory",
+			"agent.yaml: expose.agent.mcp.resources lists knowledge, which serves documents as resources: add knowledge.directory: PATH"},
+		{"unknown resource kind", "identity: ops\nknowledge: {directory: docs}\nexpose: {agent: {mcp: {resources: [files]}}}\n", "expose.agent.mcp.resources[0]",
+			`expose.agent.mcp.resources[0] "files" is not a resource kind: use knowledge`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustParse(t, tt.yaml)
+			_, err := c.Validate(ModeInfo)
+			requireInvalid(t, err)
+			errs := configErrors(err)
+			if len(errs) != 1 {
+				t.Fatalf("got %d refusals (%v), want 1", len(errs), err)
+			}
+			if got := errs[0].Key; got != tt.wantKey {
+				t.Errorf("got key %q, want %q", got, tt.wantKey)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("got %q, want it to contain %q", err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestKnowledgeAccepted(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+	}{
+		{"directory only, as before", "identity: ops\nknowledge: {directory: docs}\n"},
+		{"every key", "identity: ops\nknowledge: {directory: docs, store: /var/cache/ops-index, max_result_bytes: 65536}\nexpose: {agent: {mcp: {builtins: [knowledge_search], resources: [knowledge]}}}\n"},
+		{"store beside the directory", "identity: ops\nknowledge: {directory: docs, store: docs-index}\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustParse(t, tt.yaml)
+			if _, err := c.Validate(ModeInfo); err != nil {
+				t.Fatalf("got %v, want no refusal", err)
+			}
+		})
+	}
+	c := mustParse(t, "identity: ops\nknowledge: {directory: docs, store: /tmp/x, max_result_bytes: 2048}\n")
+	if got, want := c.Knowledge.Store, "/tmp/x"; got != want {
+		t.Errorf("got store %q, want %q", got, want)
+	}
+	if got, want := c.Knowledge.MaxResultBytes, 2048; got != want {
+		t.Errorf("got max_result_bytes %d, want %d", got, want)
+	}
+}
+
+func TestKnowledgeUnknownKey(t *testing.T) {
+	_, err := Parse([]byte("identity: ops\nknowledge: {directory: docs, stor: x}\n"), testFile)
+	if err == nil || !strings.Contains(err.Error(), "knowledge.stor") {
+		t.Fatalf("got %v, want a refusal naming knowledge.stor", err)
+	}
+}
