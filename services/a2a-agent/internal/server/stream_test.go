@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 )
@@ -131,4 +133,110 @@ func processGone(pid int) bool {
 	s := string(stat)
 	rest := s[strings.LastIndexByte(s, ')')+1:]
 	return strings.HasPrefix(strings.TrimSpace(rest), "Z")
+}
+
+// TestStreamHostileInput sends what a hostile or confused peer might on the
+// stream and control subjects: each is rejected or ignored with a logged
+// reason, a stream in progress is not disturbed, and the agent keeps
+// serving.
+func TestStreamHostileInput(t *testing.T) {
+	var logs fisktest.Buffer
+	cfg := server.Config{Instance: "inst-a", Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	ns, c, _ := serveDemo(t, cfg, fiskapp.Options{})
+	nc := ns.Connect(t)
+	// The stream's request, as it crosses the bus: its id is what a
+	// cancel names.
+	snoop, err := nc.SubscribeSync(natsbus.StreamSubject("demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A stream in progress, for the cancels below to aim at.
+	got := newChunks()
+	done := make(chan *a2a.ToolReply, 1)
+	go func() {
+		r, err := c.StreamTool(context.Background(), "demo", "ticker", json.RawMessage(`{"every":"200ms","count":10}`), got.add)
+		if err != nil {
+			t.Errorf("the stream under attack: %v", err)
+		}
+		done <- r
+	}()
+	<-got.first
+	seen, err := snoop.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &a2a.ToolRequest{}
+	if err := a2a.Decode(seen.Data, req); err != nil {
+		t.Fatal(err)
+	}
+	id := req.ID
+	_ = snoop.Unsubscribe()
+
+	cancelFrom := func(sender, request string) []byte {
+		m := &a2a.Cancel{}
+		a2a.StampReply(m, a2a.NewDiscoveryRequest(a2a.Participant{Name: sender}, "demo"), a2a.Participant{Name: sender})
+		m.Request = request
+		data, err := a2a.Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	control := natsbus.ControlSubject("demo", "inst-a")
+	tests := []struct {
+		name    string
+		subject string
+		data    []byte
+		wantLog string
+	}{
+		{"cancel for an unknown id", control, cancelFrom("tester", "no-such-stream"), "ignored a cancel for no stream in progress"},
+		{"cancel from a forged sender", control, cancelFrom("mallory", id), "ignored a cancel from another caller than the stream's"},
+		{"malformed control message", control, []byte(`{"protocol":`), "ignored a malformed control message"},
+		{"mislabelled control message", control, mustJSON(t, validRequest(t, "demo", "echo", `{}`)), "ignored a malformed control message"},
+		{"oversized control message", control, make([]byte, a2a.MaxMessageSize+1), "ignored a malformed control message"},
+		{"cancel sent to another instance", natsbus.ControlSubject("demo", "inst-b"), cancelFrom("tester", id), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := strings.Count(logs.String(), tt.wantLog)
+			if err := nc.Publish(tt.subject, tt.data); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantLog != "" {
+				fisktest.WaitFor(t, 10*time.Second, "the log line "+tt.wantLog, func() bool { return strings.Count(logs.String(), tt.wantLog) > before })
+			}
+		})
+	}
+
+	// Malformed requests on the stream subject get a transport error.
+	for _, body := range [][]byte{[]byte(`not json`), mustJSON(t, map[string]any{"protocol": a2a.ProtocolCancel}), make([]byte, a2a.MaxMessageSize+1)} {
+		msg, err := nc.Request(natsbus.StreamSubject("demo"), body, 10*time.Second)
+		if err != nil {
+			t.Fatalf("malformed stream request: %v", err)
+		}
+		if msg.Header.Get("Nats-Service-Error-Code") == "" {
+			t.Errorf("malformed stream request %.40q: got %q, want a micro error header", body, msg.Data)
+		}
+	}
+	// An unknown tool on the stream subject is refused in-band, as the
+	// ack's whole answer.
+	r, err := c.StreamTool(t.Context(), "demo", "nosuch", nil, nil)
+	if err != nil || !r.IsError || !strings.Contains(r.Output, `unknown tool "nosuch"`) {
+		t.Errorf("unknown tool: got %+v, %v, want an in-band refusal", r, err)
+	}
+
+	r = <-done
+	if r == nil || r.IsError || !strings.HasSuffix(r.Output, "tick 10 of 10\n") {
+		t.Errorf("the stream under attack: got %+v, want it to run to its end", r)
+	}
+	if r := callTool(t, c, "demo", "echo", `{"message":"still"}`); r.Output != "still\n" {
+		t.Errorf("after the attack: got %+v, want the echo", r)
+	}
 }
