@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
@@ -12,9 +13,21 @@ import (
 )
 
 // Caller is the A2A client side the importer needs; *a2a.Client is one.
+// A Caller that is also a [Streamer] gets streamed calls.
 type Caller interface {
 	Discover(ctx context.Context, identity string) (*a2a.DiscoveryReply, error)
 	CallTool(ctx context.Context, identity, name string, input json.RawMessage) (*a2a.ToolReply, error)
+}
+
+// Streamer is the optional streamed side of a [Caller]; *a2a.Client is
+// one. A remote tool called through a Streamer hands the agent's output on
+// while the command runs, and a call whose context ends sends the agent a
+// cancel, so the remote process group stops with it instead of running on
+// to the agent's own timeout. StreamTool itself falls back to the unary
+// call for agents that serve no streams (Fisk AI's own v1 agents), so the
+// importer needs no check of its own.
+type Streamer interface {
+	StreamTool(ctx context.Context, identity, name string, input json.RawMessage, onOutput func(string)) (*a2a.ToolReply, error)
 }
 
 // tagsPrefix starts the trailing line a model description carries its tags
@@ -55,7 +68,7 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 		Confirmation: tool.ConfirmNone,
 		Remote:       true,
 		Call: func(ctx context.Context, req tool.Request) (tool.Outcome, error) {
-			reply, err := c.CallTool(ctx, n.Host, n.Remote, req.Input)
+			reply, err := call(ctx, c, n, req)
 			switch {
 			case errors.Is(err, a2a.ErrAgentUnavailable):
 				return tool.Failure(fmt.Sprintf("remote agent %s is unavailable (tool %s): %v", n.Host, n.Remote, err)), nil
@@ -74,4 +87,20 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 			return tool.Outcome{JSON: text}, nil
 		},
 	})
+}
+
+// call makes one remote call: streamed when c can, handing output to
+// req.Output as it arrives, else unary.
+func call(ctx context.Context, c Caller, n Named, req tool.Request) (*a2a.ToolReply, error) {
+	s, ok := c.(Streamer)
+	if !ok {
+		return c.CallTool(ctx, n.Host, n.Remote, req.Input)
+	}
+	var onOutput func(string)
+	if w := req.Output; w != nil {
+		// The writer's errors are its own business: output still reaches
+		// the final reply, which stays authoritative.
+		onOutput = func(chunk string) { _, _ = io.WriteString(w, chunk) }
+	}
+	return s.StreamTool(ctx, n.Host, n.Remote, req.Input, onOutput)
 }
