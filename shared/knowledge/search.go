@@ -39,9 +39,11 @@ const (
 	// excerptTokens is the length of an excerpt, in words.
 	excerptTokens = 48
 	// defaultHeadingWeight is how much a word in a heading counts against
-	// the same word in body text (BM25 column weight): a section titled
+	// the same word in body text (BM25 column weight; FTS5 saturates the
+	// weighted frequency over the whole row, so the weight must be large to
+	// matter against a body that repeats a word): a section titled
 	// with the words asked about is usually the answer.
-	defaultHeadingWeight = 4.0
+	defaultHeadingWeight = 10.0
 )
 
 // Notice frames every answer of the knowledge tools: the text comes from

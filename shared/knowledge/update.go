@@ -298,10 +298,12 @@ func (w *writer) consider(root *os.Root, f candidate, known map[string]stored, c
 		}
 		return w.step()
 	}
+	// Delete whatever is there now, known or not: another process on
+	// the same store may have indexed the file since it was looked up.
+	if err := w.deleteRows(f.name); err != nil {
+		return err
+	}
 	if have {
-		if err := w.deleteRows(f.name); err != nil {
-			return err
-		}
 		ch.Changed = append(ch.Changed, f.name)
 	} else {
 		ch.Added = append(ch.Added, f.name)
