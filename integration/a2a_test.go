@@ -285,13 +285,14 @@ func decodeJSON[T any](tb testing.TB, what, data string) T {
 	return v
 }
 
-// checkEndpoints asserts the two endpoints of identity with their subjects
-// and queue group.
+// checkEndpoints asserts the three endpoints of identity with their
+// subjects and queue group.
 func checkEndpoints(tb testing.TB, what, identity string, got []micro.EndpointInfo) {
 	tb.Helper()
 	want := []struct{ name, subject string }{
 		{"discovery", natsbus.DiscoverySubject(identity)},
 		{"tool", natsbus.ToolSubject(identity)},
+		{"stream", natsbus.StreamSubject(identity)},
 	}
 	if len(got) != len(want) {
 		tb.Errorf("%s endpoints: got %+v, want %d", what, got, len(want))

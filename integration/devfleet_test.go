@@ -239,7 +239,7 @@ func TestDevFleet(t *testing.T) {
 				remote = append(remote, n)
 			}
 		}
-		wantRemote := []string{"demo_cluster_node_status", "demo_echo", "demo_fail", "demo_flood", "demo_getenv", "demo_sleep", "demo_spawn"}
+		wantRemote := []string{"demo_cluster_node_status", "demo_echo", "demo_fail", "demo_flood", "demo_getenv", "demo_sleep", "demo_spawn", "demo_ticker"}
 		if !slices.Equal(remote, wantRemote) {
 			t.Errorf("remote tools: got %v, want %v", remote, wantRemote)
 		}

@@ -323,9 +323,9 @@ func TestRemoteTools(t *testing.T) {
 			// The gateway's own commands keep their names; its deploy
 			// (ai:confirm) is served gated, asking over MCP.
 			// noop has no description: served on neither surface.
-			"deploy", "echo", "fail", "flood", "restart", "sleep", "spawn",
+			"deploy", "echo", "fail", "flood", "restart", "sleep", "spawn", "ticker",
 			// demo's tools that a local tool holds are prefixed.
-			"demo_echo", "demo_fail", "demo_flood", "demo_spawn",
+			"demo_echo", "demo_fail", "demo_flood", "demo_spawn", "demo_ticker",
 			// sleep is local and on both hosts; cluster_node_status is on
 			// both hosts only: each host's copy is prefixed.
 			"demo_sleep", "ops_sleep",
@@ -471,8 +471,8 @@ func TestRemoteTools(t *testing.T) {
 		}
 		want := map[string]string{
 			"deploy": "local", "echo": "local", "fail": "local", "flood": "local",
-			"restart": "local", "sleep": "local", "spawn": "local",
-			"demo_echo": "demo", "demo_fail": "demo", "demo_flood": "demo", "demo_sleep": "demo", "demo_spawn": "demo",
+			"restart": "local", "sleep": "local", "spawn": "local", "ticker": "local",
+			"demo_echo": "demo", "demo_fail": "demo", "demo_flood": "demo", "demo_sleep": "demo", "demo_spawn": "demo", "demo_ticker": "demo",
 			// Without ops, demo is the only host with cluster_node_status.
 			"cluster_node_status": "demo", "getenv": "demo",
 		}
@@ -527,7 +527,7 @@ func TestRemoteToolsRefresh(t *testing.T) {
 					changed <- struct{}{}
 				}
 			})
-			local := []string{"deploy", "echo", "fail", "flood", "restart", "sleep", "spawn"}
+			local := []string{"deploy", "echo", "fail", "flood", "restart", "sleep", "spawn", "ticker"}
 			// The set before adds demo's echo, sleep and fail, all prefixed
 			// since the gateway has them; the set after drops sleep and adds
 			// getenv, which keeps its bare name since the gateway excludes
