@@ -1,10 +1,22 @@
-// Package natsbus binds the A2A protocol to core NATS request-reply: the two
+// Package natsbus binds the A2A protocol to core NATS request-reply: the
 // subjects of an identity, the micro service that serves them, and the round
 // trip clients make. No JetStream is involved.
 //
 // Discovery and tool calls ride different subjects so an account can be
 // granted publish on choria.fisk-ai.discovery.* without
 // choria.fisk-ai.tool.*: discovery without execution.
+//
+// A streamed call is a tool.request on choria.fisk-ai.stream.<identity>
+// (the service's third endpoint, same queue group) with the caller's own
+// inbox as reply subject; the agent sends every message of the stream to
+// that inbox, and takes cancels on choria.fisk-ai.control.<identity>.<instance>,
+// a subject of the serving process alone. Liveness costs nothing per
+// output chunk: at most once per heartbeat interval the agent sends its
+// next message as a request instead of a plain publish ([Request.Probe]),
+// and the caller's [Stream] answers it as it reads; "no responders" means
+// the caller's inbox is gone (the caller was killed or gave up), and three
+// unanswered probes in a row mean it is stuck. The caller, for its part,
+// treats three heartbeat intervals with no message as a dead instance.
 package natsbus
 
 import (
