@@ -2,6 +2,13 @@
 // may serve over NATS, computes the agent card once, and answers discovery
 // and tool calls with back-pressure, per-call timeouts and exactly one reply
 // per request.
+//
+// Streamed calls (stream.go) run the same tools under the same slots: an
+// ack once the slot is taken, the output as coalesced text events, a status
+// heartbeat when nothing else went out for an interval, and the final
+// reply. A cancel on the instance's control subject, or a caller found gone
+// by a liveness probe, kills the command's process group; the final reply
+// then says it was canceled.
 package server
 
 import (
