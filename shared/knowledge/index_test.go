@@ -491,10 +491,17 @@ func TestTwoWritersOneStore(t *testing.T) {
 			t.Fatalf("got %v, want both gateways to update and search", err)
 		}
 	}
+	a.Close()
+	b.Close()
+	fresh := openIndex(t, dir, Options{Store: store})
 	var ok string
-	if err := a.db.QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+	if err := fresh.db.QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
 		t.Fatalf("got integrity %q (%v), want ok", ok, err)
 	}
+	if _, err := fresh.db.Exec(`INSERT INTO sections_fts(sections_fts, rank) VALUES ('integrity-check', 1)`); err != nil {
+		t.Fatalf("got %v from the full-text integrity check, want none", err)
+	}
+	a = fresh
 	st, err := a.Stats(t.Context())
 	if err != nil {
 		t.Fatal(err)

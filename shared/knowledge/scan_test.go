@@ -2,8 +2,10 @@ package knowledge
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
+	"testing"
 	"unicode/utf8"
 )
 
@@ -91,3 +93,46 @@ func excerpt(line string, at, n int) string {
 	return out
 }
 
+// benchCorpus writes n generated markdown documents, the same for the
+// same n, and returns the directory.
+func benchCorpus(tb testing.TB, n int) string {
+	tb.Helper()
+	words := strings.Fields("stream consumer cluster server restart drain route leaf gateway account token certificate backup mirror bucket payload latency subject queue reply")
+	dir := tb.TempDir()
+	for d := range n {
+		var b strings.Builder
+		fmt.Fprintf(&b, "# Document %d about %s\n\n", d, words[d%len(words)])
+		for s := range 4 {
+			fmt.Fprintf(&b, "## Part %d on %s\n\n", s, words[(d+s)%len(words)])
+			for w := range 120 {
+				b.WriteString(words[(d*7+s*13+w*w)%len(words)])
+				b.WriteByte(' ')
+			}
+			b.WriteString("\n\n")
+		}
+		writeFile(tb, dir, fmt.Sprintf("d%03d/doc%05d.md", d%100, d), b.String())
+	}
+	return dir
+}
+
+// BenchmarkSearchVsScan compares a search of the index with the line scan
+// it replaced, on the same generated corpus.
+func BenchmarkSearchVsScan(b *testing.B) {
+	dir := benchCorpus(b, 500)
+	idx := openIndex(b, dir, Options{})
+	update(b, idx)
+	b.Run("index", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := idx.Search(b.Context(), "drain restart", DefaultTopK); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := lineScan(b.Context(), dir, "drain restart", 20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

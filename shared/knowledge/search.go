@@ -129,32 +129,50 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 	if !ok {
 		return out, nil
 	}
+	// Rank first, reading nothing but rowids and scores, so the cost of
+	// joins and excerpts is paid for topK sections, not every match.
 	rank := fmt.Sprintf("bm25(sections_fts, %g, 1.0)", i.headingWeight)
-	rows, err := i.db.QueryContext(ctx, `SELECT s.path, s.ordinal, s.heading, s.lead, s.body, d.title, `+rank+`,
-			snippet(sections_fts, 1, ?2, ?3, '…', ?4)
-		FROM sections_fts
-		JOIN sections s ON s.id = sections_fts.rowid
+	rows, err := i.db.QueryContext(ctx, `SELECT s.path, s.ordinal, s.heading, s.lead, s.body, d.title, r.score, r.id
+		FROM (SELECT rowid AS id, `+rank+` AS score FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY score LIMIT ?2) r
+		JOIN sections s ON s.id = r.id
 		JOIN documents d ON d.path = s.path
-		WHERE sections_fts MATCH ?1
-		ORDER BY `+rank+`, s.path, s.ordinal
-		LIMIT ?5`, match, HighlightStart, HighlightEnd, excerptTokens, topK)
+		ORDER BY r.score, s.path, s.ordinal`, match, topK)
 	if err != nil {
 		return out, i.storeErr("searching the index", err)
 	}
 	defer rows.Close()
-	budget := i.maxResultBytes - len(Notice) - 64
+	type ranked struct {
+		h          Hit
+		lead, body string
+		id         int64
+	}
+	var found []ranked
 	for rows.Next() {
-		var h Hit
-		var lead, body, snippet string
+		var r ranked
 		var score float64
-		if err := rows.Scan(&h.Document, &h.Ordinal, &h.Heading, &lead, &body, &h.Title, &score, &snippet); err != nil {
+		if err := rows.Scan(&r.h.Document, &r.h.Ordinal, &r.h.Heading, &r.lead, &r.body, &r.h.Title, &score, &r.id); err != nil {
 			return out, i.storeErr("searching the index", err)
 		}
+		r.h.Score = math.Round(-score*1e4) / 1e4
+		found = append(found, r)
+	}
+	if err := rows.Err(); err != nil {
+		return out, i.storeErr("searching the index", err)
+	}
+	rows.Close()
+	budget := i.maxResultBytes - len(Notice) - 64
+	for _, r := range found {
+		h := r.h
 		h.Citation = Citation(h.Document, h.Ordinal)
-		h.Score = math.Round(-score*1e4) / 1e4
-		h.Text = lead + body
+		h.Text = r.lead + r.body
 		if len(h.Text) > excerptBytes {
-			h.Text, h.Excerpt = strings.TrimSpace(lead)+"\n\n"+snippet, true
+			var snippet string
+			err := i.db.QueryRowContext(ctx, `SELECT snippet(sections_fts, 1, ?2, ?3, '…', ?4) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?5`,
+				match, HighlightStart, HighlightEnd, excerptTokens, r.id).Scan(&snippet)
+			if err != nil {
+				return out, i.storeErr("searching the index", err)
+			}
+			h.Text, h.Excerpt = strings.TrimSpace(r.lead)+"\n\n"+snippet, true
 		}
 		cost := len(h.Citation) + len(h.Document) + len(h.Title) + len(h.Heading) + len(h.Text) + 96
 		if cost > budget {
@@ -169,9 +187,6 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		}
 		budget -= cost
 		out.Hits = append(out.Hits, h)
-	}
-	if err := rows.Err(); err != nil {
-		return out, i.storeErr("searching the index", err)
 	}
 	return out, nil
 }
