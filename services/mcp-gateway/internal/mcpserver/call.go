@@ -101,7 +101,14 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 
 	runCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	out, err := e.tool.Call(runCtx, tool.Request{Input: input, Prompter: tool.DenyAll{}})
+	treq := tool.Request{Input: input, Prompter: tool.DenyAll{}}
+	if token := progressToken(req); token != nil {
+		// Output is relayed as it comes; without a token nothing changes.
+		p := newProgress(s.notifier(ctx, token))
+		treq.Output = p
+		defer func() { p.stop(ctx.Err() == nil) }()
+	}
+	out, err := e.tool.Call(runCtx, treq)
 	switch {
 	case err != nil && ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		msg := fmt.Sprintf("%s did not finish within the tool timeout of %s (expose.agent.mcp.tool_timeout)", name, s.cfg.Timeout)
