@@ -6,7 +6,7 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 
-	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/spec"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -183,13 +183,13 @@ type Knowledge struct {
 	// relative path is resolved against the working directory, as
 	// application_path is.
 	Directory string `yaml:"directory"`
-	// Store is the folder holding the index of Directory; empty means
-	// [knowledge.DefaultStore] of the identity, under the user's cache
-	// directory. It must be outside Directory.
+	// Store is the folder holding the index of Directory; empty means the
+	// index's default for the identity (knowledge.DefaultStore), under the
+	// user's cache directory. It must be outside Directory.
 	Store string `yaml:"store"`
 	// MaxResultBytes caps one knowledge_search answer; 0 means
-	// [knowledge.DefaultMaxResultBytes]. Raise it for models with a large
-	// context; below [knowledge.MinMaxResultBytes] it is refused.
+	// [spec.DefaultMaxResultBytes]. Raise it for models with a large
+	// context; below [spec.MinMaxResultBytes] it is refused.
 	MaxResultBytes int `yaml:"max_result_bytes"`
 }
 
@@ -278,4 +278,4 @@ func (c *Config) withDefaults() {
 // Builtins returns the names of every built-in tool
 // expose.agent.mcp.builtins may list. The names are the knowledge
 // package's own, so they are spelled once.
-func Builtins() []string { return knowledge.ToolNames() }
+func Builtins() []string { return spec.ToolNames() }

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
-	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/spec"
 )
 
 // Mode is what the configuration is about to be used for; each needs
@@ -170,9 +170,9 @@ func (v *validator) common(c *Config) {
 
 // knowledge checks the knowledge key.
 func (v *validator) knowledge(k *Knowledge) {
-	if k.MaxResultBytes != 0 && k.MaxResultBytes < knowledge.MinMaxResultBytes {
+	if k.MaxResultBytes != 0 && k.MaxResultBytes < spec.MinMaxResultBytes {
 		v.fail("knowledge.max_result_bytes", fmt.Sprintf("knowledge.max_result_bytes must be at least %d, got %d: fix knowledge.max_result_bytes, or leave it out for %d",
-			knowledge.MinMaxResultBytes, k.MaxResultBytes, knowledge.DefaultMaxResultBytes))
+			spec.MinMaxResultBytes, k.MaxResultBytes, spec.DefaultMaxResultBytes))
 	}
 	if k.Store != "" && k.Directory != "" {
 		d, errD := filepath.Abs(k.Directory)
@@ -277,7 +277,7 @@ func (v *validator) builtins(key string, names []string, k *Knowledge) {
 			v.fail(k, fmt.Sprintf("%s %q is not a built-in: use one of %s", k, name, strings.Join(known, ", ")))
 			continue
 		}
-		if needsDocs == "" && slices.Contains(knowledge.ToolNames(), name) {
+		if needsDocs == "" && slices.Contains(spec.ToolNames(), name) {
 			needsDocs = name
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/spec"
 	"io/fs"
 	"log/slog"
 	"net/url"
@@ -31,13 +32,10 @@ const (
 	// busyTimeoutMS is how long a connection waits for another writer (a
 	// second gateway on the same store) before failing.
 	busyTimeoutMS = 15000
-	// DefaultMaxResultBytes caps one knowledge_search answer when
-	// knowledge.max_result_bytes is not set: a few sections, small beside a
-	// model's context.
-	DefaultMaxResultBytes = 16 << 10
-	// MinMaxResultBytes is the smallest knowledge.max_result_bytes accepted:
-	// below it not even one excerpt fits.
-	MinMaxResultBytes = 1024
+	// DefaultMaxResultBytes and MinMaxResultBytes are [spec]'s, here for
+	// the index's callers.
+	DefaultMaxResultBytes = spec.DefaultMaxResultBytes
+	MinMaxResultBytes     = spec.MinMaxResultBytes
 )
 
 // RebuildCommand is the operator command that rebuilds a store, named in

@@ -10,19 +10,19 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/spec"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
-// Names of the knowledge built-ins, as listed in expose.agent.mcp.builtins.
+// Names of the knowledge built-ins, as listed in expose.agent.mcp.builtins
+// (defined in [spec], which configuration reads without linking the index).
 const (
-	SearchTool    = "knowledge_search"
-	EnumerateTool = "knowledge_enumerate"
+	SearchTool    = spec.SearchTool
+	EnumerateTool = spec.EnumerateTool
 )
 
-// ToolNames returns the names of every knowledge built-in, sorted. It is the
-// one list config validates the builtins allowlist against, so a name is
-// never spelled in two places. The slice is fresh on every call.
-func ToolNames() []string { return []string{EnumerateTool, SearchTool} }
+// ToolNames returns the names of every knowledge built-in, sorted.
+func ToolNames() []string { return spec.ToolNames() }
 
 // maxQuery bounds a search query in the tool's input schema, in bytes: a
 // question, not a document. [Index.Search] itself takes any length.

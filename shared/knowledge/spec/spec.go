@@ -1,0 +1,27 @@
+// Package spec holds what configuration must know of the knowledge
+// built-ins, their names and limits, apart from the index itself. The index
+// links SQLite, goldmark and fsnotify; every binary that reads agent.yaml
+// (the A2A agent too, which serves no built-in) would otherwise link them
+// all, and carry them in its memory, to check two names and a number.
+package spec
+
+// Names of the knowledge built-ins, as listed in expose.agent.mcp.builtins.
+const (
+	SearchTool    = "knowledge_search"
+	EnumerateTool = "knowledge_enumerate"
+)
+
+// ToolNames returns the names of every knowledge built-in, sorted. It is the
+// one list config validates the builtins allowlist against, so a name is
+// never spelled in two places. The slice is fresh on every call.
+func ToolNames() []string { return []string{EnumerateTool, SearchTool} }
+
+const (
+	// DefaultMaxResultBytes caps one knowledge_search answer when
+	// knowledge.max_result_bytes is not set: a few sections, small beside a
+	// model's context.
+	DefaultMaxResultBytes = 16 << 10
+	// MinMaxResultBytes is the smallest knowledge.max_result_bytes accepted:
+	// below it not even one excerpt fits.
+	MinMaxResultBytes = 1024
+)
