@@ -2,6 +2,9 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
@@ -78,6 +81,37 @@ type Agent struct {
 	MCP *MCP `yaml:"mcp"`
 	// A2A configures A2A serving; serve_tools must be true to serve.
 	A2A *A2A `yaml:"a2a"`
+	// Metrics enables a Prometheus metrics listener by its presence.
+	Metrics *Metrics `yaml:"metrics"`
+}
+
+// DefaultMetricsAddress is where the metrics listener binds when
+// expose.agent.metrics.address is not set: loopback, so exposing the
+// figures beyond this host is an explicit choice.
+const DefaultMetricsAddress = "127.0.0.1"
+
+// Metrics is expose.agent.metrics: where /metrics is served, on a listener
+// of its own, by the gateway or the agent that reads the file. Off when
+// absent.
+type Metrics struct {
+	// Address is the host to bind; empty means [DefaultMetricsAddress].
+	Address string `yaml:"address"`
+	// Port is required: a scrape config names it, so it must not move
+	// between restarts. 0 picks a free port (tests), which is logged.
+	Port *int `yaml:"port"`
+}
+
+// HostPort is the address the metrics listener binds.
+func (m *Metrics) HostPort() string {
+	host := m.Address
+	if host == "" {
+		host = DefaultMetricsAddress
+	}
+	port := 0
+	if m.Port != nil {
+		port = *m.Port
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(port))
 }
 
 // ConfirmPolicy is expose.agent.mcp.confirm_over_mcp.

@@ -121,6 +121,9 @@ func decode(data []byte) (c *Config, err error) {
 	if c.Expose.Agent.A2A == nil && present(body, "expose", "agent", "a2a") {
 		c.Expose.Agent.A2A = &A2A{}
 	}
+	if c.Expose.Agent.Metrics == nil && present(body, "expose", "agent", "metrics") {
+		c.Expose.Agent.Metrics = &Metrics{}
+	}
 	return c, nil
 }
 

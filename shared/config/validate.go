@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -163,6 +164,9 @@ func (v *validator) common(c *Config) {
 	if a := c.Expose.Agent.A2A; a != nil {
 		v.limits("expose.agent.a2a", a.MaxConcurrentTools, a.ToolTimeout)
 	}
+	if m := c.Expose.Agent.Metrics; m != nil {
+		v.metrics(m)
+	}
 	if k := c.Knowledge; k != nil {
 		v.knowledge(k)
 	}
@@ -179,6 +183,24 @@ func (v *validator) knowledge(k *Knowledge) {
 		s, errS := filepath.Abs(k.Store)
 		if rel, err := filepath.Rel(d, s); errD == nil && errS == nil && err == nil && (rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))) {
 			v.fail("knowledge.store", fmt.Sprintf("knowledge.store %s is inside knowledge.directory %s: the index would index itself; move knowledge.store outside it, or leave it out for the cache directory", k.Store, k.Directory))
+		}
+	}
+}
+
+// metrics checks expose.agent.metrics: a port that a scrape config can
+// name, and a bare host (the port has a key of its own).
+func (v *validator) metrics(m *Metrics) {
+	const key = "expose.agent.metrics"
+	switch {
+	case m.Port == nil:
+		v.fail(key+".port", fmt.Sprintf("%s.port is required: add %s.port: PORT for Prometheus to scrape, such as 9464", key, key))
+	case *m.Port < 0 || *m.Port > 65535:
+		v.fail(key+".port", fmt.Sprintf("%s.port %d is not a TCP port: use 1-65535", key, *m.Port))
+	}
+	if m.Address != "" {
+		host := strings.Trim(m.Address, "[]")
+		if _, _, err := net.SplitHostPort(m.Address); err == nil || strings.ContainsAny(host, " /:") && net.ParseIP(host) == nil {
+			v.fail(key+".address", fmt.Sprintf("%s.address %q is not a host: give an IP address or host name and put the port in %s.port", key, m.Address, key))
 		}
 	}
 }
