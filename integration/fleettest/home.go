@@ -2,6 +2,7 @@ package fleettest
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -48,6 +49,7 @@ func (h *Home) AddClusterContext(tb testing.TB, name string, servers []*natstest
 // environment.
 var inheritedSettings = []string{
 	"XDG_CONFIG_HOME",
+	"XDG_CACHE_HOME",
 	"NATS_CONTEXT",
 	"NATS_URL",
 	"A2A_AGENT_CONFIG",
@@ -67,7 +69,7 @@ func (h *Home) Env(extra ...string) []string {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "XDG_CONFIG_HOME="+h.Dir)
+	env = append(env, "XDG_CONFIG_HOME="+h.Dir, "XDG_CACHE_HOME="+filepath.Join(h.Dir, "cache"))
 	return append(env, extra...)
 }
 

@@ -44,6 +44,13 @@ func Main(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// The knowledge index defaults to the user's cache directory: no test
+	// of this binary, nor any process it starts, may write there.
+	cache := filepath.Join(dir, "cache")
+	if err := os.Setenv("XDG_CACHE_HOME", cache); err != nil {
+		fmt.Fprintln(os.Stderr, "fisktest: setting XDG_CACHE_HOME:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
