@@ -26,10 +26,12 @@ type Importer struct {
 	hosts  []config.RemoteHost
 	local  []string
 
-	mu sync.Mutex // guards cards and origin
+	mu sync.Mutex // guards cards, reached and origin
 	// cards is each host's last successfully discovered tool set, after
 	// the host's include and exclude.
 	cards map[string][]a2a.ToolDescriptor
+	// reached records which hosts answered the latest discovery.
+	reached map[string]bool
 	// origin maps a served local name to its host, for info.
 	origin map[string]string
 }
@@ -38,12 +40,35 @@ type Importer struct {
 // names local tools already hold; a remote tool sharing one is prefixed.
 func NewImporter(caller Caller, hosts []config.RemoteHost, local []string) *Importer {
 	return &Importer{
-		caller: caller,
-		hosts:  slices.Clone(hosts),
-		local:  slices.Clone(local),
-		cards:  map[string][]a2a.ToolDescriptor{},
-		origin: map[string]string{},
+		caller:  caller,
+		hosts:   slices.Clone(hosts),
+		local:   slices.Clone(local),
+		cards:   map[string][]a2a.ToolDescriptor{},
+		reached: map[string]bool{},
+		origin:  map[string]string{},
 	}
+}
+
+// HostStatus is what the importer knows of one configured host.
+type HostStatus struct {
+	Host string
+	// Discovered is set once the host has answered discovery.
+	Discovered bool
+	// Reachable is whether it answered the latest discovery.
+	Reachable bool
+}
+
+// Hosts returns the status of every configured host, in configuration
+// order: what a readiness probe and the reachability metrics report.
+func (im *Importer) Hosts() []HostStatus {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	out := make([]HostStatus, len(im.hosts))
+	for i, h := range im.hosts {
+		_, discovered := im.cards[h.Host]
+		out[i] = HostStatus{Host: h.Host, Discovered: discovered, Reachable: im.reached[h.Host]}
+	}
+	return out
 }
 
 // Result is one import: the tools to serve and what was left out.
@@ -107,6 +132,7 @@ func (im *Importer) Import(ctx context.Context) Result {
 	res := Result{Failed: map[string]error{}}
 	changed := false
 	for _, a := range answers {
+		im.reached[a.host] = a.err == nil
 		if a.err != nil {
 			res.Failed[a.host] = a.err
 			continue
