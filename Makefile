@@ -18,6 +18,11 @@ NODE_VERSION        := 22.23.3
 CONFORMANCE_VERSION := 0.1.16
 NPM_NODE            := $(NPM_DIR)/node_modules/.bin/node
 CONFORMANCE         := $(NPM_DIR)/node_modules/.bin/conformance
+# The official MCP TypeScript SDK, whose client TestTSClientProgressAndAbort
+# drives (integration/tsclient), pinned on its own: the suite's dependency
+# on it may move.
+MCP_SDK_VERSION     := 1.32.2
+MCP_SDK             := $(NPM_DIR)/node_modules/@modelcontextprotocol/sdk
 
 # FUZZTIME is per fuzz target: a duration for `make fuzz`, an execution
 # count for the short run inside `make test` (a count has no deadline to
@@ -64,6 +69,13 @@ tools:
 		$(NPM_NODE) --version | grep -qx 'v$(NODE_VERSION)' && \
 		$(NPM_NODE) $(CONFORMANCE) --version | grep -qx '$(CONFORMANCE_VERSION)' || { \
 			echo "make tools: $(NPM_DIR) has no working Node $(NODE_VERSION) with the conformance suite $(CONFORMANCE_VERSION): check npm's output above, remove $(NPM_DIR) and rerun"; exit 1; }; \
+	}
+	@grep -qs '"version": "$(MCP_SDK_VERSION)"' $(MCP_SDK)/package.json || { \
+		echo "== npm install @modelcontextprotocol/sdk@$(MCP_SDK_VERSION) into $(NPM_DIR)"; \
+		npm install --prefix $(NPM_DIR) --save-exact --ignore-scripts=false --no-audit --no-fund --loglevel=error \
+			@modelcontextprotocol/sdk@$(MCP_SDK_VERSION) && \
+		grep -qs '"version": "$(MCP_SDK_VERSION)"' $(MCP_SDK)/package.json || { \
+			echo "make tools: $(MCP_SDK) is not version $(MCP_SDK_VERSION): check npm's output above"; exit 1; }; \
 	}
 
 test: tools
