@@ -7,13 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
+	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -34,6 +38,9 @@ func (e exitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
 type serveCmd struct {
 	Config       string        `help:"Agent configuration file (agent.yaml)." type:"existingfile" required:"" env:"A2A_AGENT_CONFIG"`
 	DrainTimeout time.Duration `help:"How long a stop waits for in-flight calls before cancelling them." default:"10s" env:"A2A_AGENT_DRAIN_TIMEOUT"`
+	// HealthAddress is off by default: an agent on a bus needs no port,
+	// and an orchestrator that probes names one.
+	HealthAddress string `help:"Serve /healthz and /readyz on this host:port (off when empty; port 0 picks a free one, logged). Ready means connected to NATS with the service registered." env:"A2A_AGENT_HEALTH_ADDRESS"`
 }
 
 // loadA2A reads the config for mode and loads the application's commands.
@@ -76,7 +83,11 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	for _, d := range app.Dropped {
 		log.Info("tool not loaded", "agent", cfg.Identity, "tool", d.Name, "reason", d.Reason)
 	}
-	srv, err := server.New(serverConfig(cfg, e.version, log), app.Tools())
+	sc := serverConfig(cfg, e.version, log)
+	if cfg.Expose.Agent.Metrics != nil {
+		sc.Metrics = ops.NewMetrics("a2a-agent", cfg.Identity)
+	}
+	srv, err := server.New(sc, app.Tools())
 	if errors.Is(err, server.ErrNothingToServe) && len(app.Dropped) > 0 {
 		// Most often the filters left nothing: name the keys to fix.
 		return fmt.Errorf("%s: %w; %d more commands were not loaded: check include, exclude, expose.agent.tools and confirm_tags", cfg.File, err, len(app.Dropped))
@@ -84,11 +95,31 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
+	// The listeners stop with ctx, before the drain: a stopping agent is
+	// no longer ready, and is not scraped while it drains.
+	if m := cfg.Expose.Agent.Metrics; m != nil {
+		if _, _, err := ops.ListenMetrics(ctx, m.HostPort(), sc.Metrics, "a2a-agent", cfg.Identity, log); err != nil {
+			return fmt.Errorf("%s: %w", cfg.File, err)
+		}
+	}
+	var conn atomic.Pointer[nats.Conn]
+	if c.HealthAddress != "" {
+		health := ops.NewHealth(
+			ops.Check{Name: "nats", Ready: func() error { return natsReady(conn.Load()) }},
+			ops.Check{Name: "service", Ready: srv.Ready},
+		)
+		bound, _, err := ops.Listen(ctx, c.HealthAddress, health.Handler(), log)
+		if err != nil {
+			return fmt.Errorf("--health-address: %w", err)
+		}
+		log.Info("serving health probes", "agent", cfg.Identity, "address", bound.String(), "live", ops.LivePath, "ready", ops.ReadyPath)
+	}
 	nc, err := natsconn.Connect(natsconn.Options{Context: cfg.NATSContext, Name: "a2a-agent " + cfg.Identity, Logger: log})
 	if err != nil {
 		return fmt.Errorf("%s: nats_context: %w", cfg.File, err)
 	}
 	defer nc.Close()
+	conn.Store(nc)
 	if err := srv.Start(nc); err != nil {
 		return err
 	}
@@ -118,6 +149,17 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		log.Warn("draining nats connection", "agent", cfg.Identity, "error", err)
 	}
 	log.Info("stopped", "agent", cfg.Identity)
+	return nil
+}
+
+// natsReady reports nil while nc is connected.
+func natsReady(nc *nats.Conn) error {
+	switch {
+	case nc == nil:
+		return errors.New("connecting")
+	case !nc.IsConnected():
+		return fmt.Errorf("not connected (%s)", strings.ToLower(nc.Status().String()))
+	}
 	return nil
 }
 

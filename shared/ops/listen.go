@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -56,4 +58,35 @@ func Listen(ctx context.Context, addr string, h http.Handler, log *slog.Logger) 
 		<-served
 	}()
 	return ln.Addr(), stopped, nil
+}
+
+// Loopback reports whether host only reaches this machine: localhost or a
+// loopback IP. An empty host or an unspecified address listens on every
+// interface and is not loopback.
+func Loopback(host string) bool {
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// ListenMetrics serves m at [MetricsPath] on addr until ctx ends and logs
+// where, warning when addr reaches beyond this host: the figures name
+// every served tool and how it is used.
+func ListenMetrics(ctx context.Context, addr string, m *Metrics, service, identity string, log *slog.Logger) (net.Addr, <-chan struct{}, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	bound, done, err := Listen(ctx, addr, m.Mux(), log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("expose.agent.metrics: %w", err)
+	}
+	if host, _, _ := net.SplitHostPort(addr); !Loopback(host) {
+		log.Warn("serving metrics on a non-loopback address: anyone who can reach it reads the tool names and how they are used; set expose.agent.metrics.address to 127.0.0.1 or firewall the port",
+			"agent", identity, "address", bound.String())
+	}
+	log.Info("serving metrics", "agent", identity, "service", service, "address", bound.String(), "path", MetricsPath)
+	return bound, done, nil
 }

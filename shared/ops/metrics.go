@@ -292,4 +292,3 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
-

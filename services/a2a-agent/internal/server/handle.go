@@ -11,6 +11,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -27,6 +28,7 @@ func (s *Server) reject(r *natsbus.Request, endpoint string, err error) {
 		code = codeTooLarge
 	}
 	s.log.Warn("rejected malformed request", "agent", s.cfg.Identity, "endpoint", endpoint, "error", err)
+	s.cfg.Metrics.Rejected(rejectReason(err))
 	if rerr := r.Reject(code, err.Error()); rerr != nil {
 		s.log.Error("rejecting request", "agent", s.cfg.Identity, "endpoint", endpoint, "error", rerr)
 	}
@@ -60,6 +62,7 @@ func (s *Server) handleTool(r *natsbus.Request) {
 	t, ok := s.byName[req.Name]
 	if !ok {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "outcome", "unknown tool")
+		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
 		s.answer(r, req, &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("unknown tool %q: %s serves %d tools; discover them first", req.Name, s.cfg.Identity, len(s.served))})
 		return
 	}
@@ -148,6 +151,7 @@ func (s *Server) call(parent context.Context, t tool.Tool, req *a2a.ToolRequest,
 
 // logCall writes the one log line of a tool call.
 func (s *Server) logCall(rec callRecord) {
+	s.cfg.Metrics.Call(rec.tool, ops.SurfaceA2A, metricOutcome(rec.outcome), rec.duration)
 	attrs := make([]slog.Attr, 0, 7)
 	attrs = append(attrs,
 		slog.String("agent", s.cfg.Identity),

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -58,6 +59,9 @@ type Config struct {
 	// Logger receives one line per call and the selection; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, counts calls and rejected messages and reports
+	// the slots; nil means no metrics, at the cost of a nil check.
+	Metrics *ops.Metrics
 }
 
 func (c Config) withDefaults() Config {
@@ -225,7 +229,7 @@ func New(cfg Config, tools []tool.Tool) (*Server, error) {
 		return nil, fmt.Errorf("building agent card: %w", err)
 	}
 	lifetime, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		cfg:      cfg,
 		self:     a2a.Participant{Name: cfg.Identity, Instance: cfg.Instance},
 		served:   served,
@@ -237,7 +241,9 @@ func New(cfg Config, tools []tool.Tool) (*Server, error) {
 		lifetime: lifetime,
 		cancel:   cancel,
 		stopping: make(chan struct{}),
-	}, nil
+	}
+	s.registerMetrics()
+	return s, nil
 }
 
 // Served returns the served tools in selection order.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -75,6 +76,7 @@ func (s *Server) handleStream(r *natsbus.Request) {
 	t, ok := s.byName[req.Name]
 	if !ok {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "stream", true, "outcome", "unknown tool")
+		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
 		out.ack(false, fmt.Sprintf("unknown tool %q: %s serves %d tools; discover them first", req.Name, s.cfg.Identity, len(s.served)))
 		return
 	}
