@@ -45,9 +45,15 @@ func Main(m *testing.M) {
 	}
 	binDir = dir
 	// The knowledge index defaults to the user's cache directory: no test
-	// of this binary, nor any process it starts, may write there.
-	cache := filepath.Join(dir, "cache")
-	if err := os.Setenv("XDG_CACHE_HOME", cache); err != nil {
+	// of this binary, nor any process it starts, may write there. The go
+	// command keeps its build cache there too, so it is pinned first:
+	// builds must stay cached.
+	if os.Getenv("GOCACHE") == "" {
+		if user, err := os.UserCacheDir(); err == nil {
+			_ = os.Setenv("GOCACHE", filepath.Join(user, "go-build"))
+		}
+	}
+	if err := os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache")); err != nil {
 		fmt.Fprintln(os.Stderr, "fisktest: setting XDG_CACHE_HOME:", err)
 		os.Exit(1)
 	}
