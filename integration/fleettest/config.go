@@ -31,6 +31,9 @@ type Agent struct {
 	// MCP is expose.agent.mcp, written as given (keys as in agent.yaml); a
 	// non-nil empty map writes `mcp: {}`, which enables MCP with defaults.
 	MCP map[string]any
+	// Metrics is expose.agent.metrics, written as given; nil leaves it
+	// out.
+	Metrics map[string]any
 	// Extra adds top-level keys as given, replacing a generated key of the
 	// same name: remote_tools, knowledge, or a deliberately wrong key.
 	Extra map[string]any
@@ -74,6 +77,9 @@ func (a Agent) YAML() ([]byte, error) {
 	}
 	if a.MCP != nil {
 		agent["mcp"] = a.MCP
+	}
+	if a.Metrics != nil {
+		agent["metrics"] = a.Metrics
 	}
 	set("expose", map[string]any{"agent": agent}, len(agent) > 0)
 	for k, v := range a.Extra {

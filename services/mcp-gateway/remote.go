@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
+	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/remotetools"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
@@ -44,6 +46,40 @@ func connectRemote(cfg *config.Config, local []tool.Tool, log *slog.Logger) (*re
 		names = append(names, t.Name())
 	}
 	return &remote{nc: nc, importer: remotetools.NewImporter(client, cfg.RemoteTools, names)}, nil
+}
+
+// natsReady reports nil while the fleet connection is up.
+func (r *remote) natsReady() error {
+	if !r.nc.IsConnected() {
+		return fmt.Errorf("not connected (%s)", strings.ToLower(r.nc.Status().String()))
+	}
+	return nil
+}
+
+// hostsReady reports nil once every remote host has answered discovery at
+// least once; it counts the others rather than naming them.
+func (r *remote) hostsReady() error {
+	hosts := r.importer.Hosts()
+	missing := 0
+	for _, h := range hosts {
+		if !h.Discovered {
+			missing++
+		}
+	}
+	if missing > 0 {
+		return fmt.Errorf("%d of %d hosts never discovered", missing, len(hosts))
+	}
+	return nil
+}
+
+// hostStates is what the remote host metrics report.
+func (r *remote) hostStates() []ops.HostState {
+	hosts := r.importer.Hosts()
+	out := make([]ops.HostState, len(hosts))
+	for i, h := range hosts {
+		out[i] = ops.HostState{Host: h.Host, Discovered: h.Discovered, Reachable: h.Reachable}
+	}
+	return out
 }
 
 // Close closes the fleet connection.

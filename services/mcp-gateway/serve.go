@@ -14,6 +14,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -83,6 +84,21 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		}
 	}
 
+	var metrics *ops.Metrics
+	if mc := cfg.Expose.Agent.Metrics; mc != nil {
+		metrics = ops.NewMetrics("mcp-gateway", cfg.Identity)
+	}
+	// r is set below before the listener starts; the checks only run on
+	// its requests.
+	var r *remote
+	var checks []ops.Check
+	if len(cfg.RemoteTools) > 0 {
+		checks = []ops.Check{
+			{Name: "nats", Ready: func() error { return r.natsReady() }},
+			{Name: "remote_hosts", Ready: func() error { return r.hostsReady() }},
+		}
+	}
+
 	srv, err := mcpserver.New(mcpserver.Config{
 		Identity:           cfg.Identity,
 		Version:            e.version,
@@ -96,6 +112,8 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		SessionIdleTimeout: m.SessionIdleTimeout.Duration,
 		MaxSessions:        m.MaxSessions,
 		Resources:          resourcesIndex(cfg, idx),
+		Metrics:            metrics,
+		Checks:             checks,
 		Listening:          func(a net.Addr) { printAddHint(e.stdout, cfg.Identity, a, m.AuthTokenEnv) },
 		Logger:             log,
 	}, tools)
@@ -107,12 +125,13 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		return fmt.Errorf("%s: nothing to serve over MCP: add application_path, or list built-ins in expose.agent.mcp.builtins", cfg.File)
 	}
 	if len(cfg.RemoteTools) > 0 {
-		r, err := connectRemote(cfg, srv.Served(), log)
+		r, err = connectRemote(cfg, srv.Served(), log)
 		if err != nil {
 			srv.Close()
 			return err
 		}
 		defer r.Close()
+		metrics.RemoteHosts(r.hostStates)
 		if err := r.serve(ctx, cfg, srv.SetTools, log); err != nil {
 			srv.Close()
 			return err
@@ -120,6 +139,12 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	}
 	if idx != nil {
 		go keepIndexed(ctx, idx, srv, log)
+	}
+	if mc := cfg.Expose.Agent.Metrics; mc != nil {
+		if _, _, err := ops.ListenMetrics(ctx, mc.HostPort(), metrics, "mcp-gateway", cfg.Identity, log); err != nil {
+			srv.Close()
+			return fmt.Errorf("%s: %w", cfg.File, err)
+		}
 	}
 	return srv.Serve(ctx)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/ops"
 )
 
 // approvalKey is the one property of the approval form, and the key of the
@@ -58,11 +59,13 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 	if !canElicit(ctx, modern) {
 		if s.cfg.Confirm == config.ConfirmAlways {
 			rec.approval = "client cannot elicit"
+			s.cfg.Metrics.Approval(ops.AnswerUnsupported)
 			return rec.fail(outcomeRefused, fmt.Sprintf(
 				"%s needs a human's approval, but this client cannot answer an elicitation form and expose.agent.mcp.confirm_over_mcp is always: "+
 					"use a client that supports elicitation, or set expose.agent.mcp.confirm_over_mcp to auto", e.def.Name)), false
 		}
 		rec.approval = "skipped: the client cannot elicit (expose.agent.mcp.confirm_over_mcp: auto)"
+		s.cfg.Metrics.Approval(ops.AnswerUnsupported)
 		rec.warn = true
 		return nil, true
 	}
@@ -75,6 +78,7 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 		nonce, err := s.approvals.issue(e.def.Name, digest(e.def.Name, input))
 		if err != nil {
 			rec.approval = "not asked: " + err.Error()
+			s.cfg.Metrics.Approval(ops.AnswerError)
 			return s.deny(e, rec, err.Error()), false
 		}
 		rec.outcome = outcomeRequested
@@ -89,13 +93,14 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 		Params:  params,
 	})
 	if err != nil {
-		reason := "asking failed: " + err.Error()
+		reason, answer := "asking failed: "+err.Error(), ops.AnswerError
 		switch {
 		case ctx.Err() != nil:
-			reason = "the request ended while waiting for an answer"
+			reason, answer = "the request ended while waiting for an answer", ops.AnswerCanceled
 		case errors.Is(actx.Err(), context.DeadlineExceeded):
-			reason = fmt.Sprintf("no answer within %s", s.cfg.ApprovalTimeout)
+			reason, answer = fmt.Sprintf("no answer within %s", s.cfg.ApprovalTimeout), ops.AnswerTimeout
 		}
+		s.cfg.Metrics.Approval(answer)
 		return s.deny(e, rec, reason), false
 	}
 	return s.decide(e, answer, rec)
@@ -106,10 +111,12 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 // exact arguments. It is spent whatever the outcome.
 func (s *Server) redeem(e *entry, rt mcp.MultiRoundTripParams, input json.RawMessage, rec *record) (*mcp.CallToolResult, bool) {
 	if err := s.approvals.redeem(rt.RequestState, e.def.Name, digest(e.def.Name, input)); err != nil {
+		s.cfg.Metrics.Approval(ops.AnswerError)
 		return s.deny(e, rec, err.Error()), false
 	}
 	answer := server.ElicitationResponse(rt.InputResponses, approvalKey)
 	if answer == nil {
+		s.cfg.Metrics.Approval(ops.AnswerError)
 		return s.deny(e, rec, "the retried call carried no answer to the approval form"), false
 	}
 	return s.decide(e, answer, rec)
@@ -117,7 +124,8 @@ func (s *Server) redeem(e *entry, rt mcp.MultiRoundTripParams, input json.RawMes
 
 // decide runs the call only for an explicit accept whose approve property
 // is the JSON boolean true. Everything else fails closed.
-func (s *Server) decide(e *entry, answer *mcp.ElicitationResult, rec *record) (*mcp.CallToolResult, bool) {
+func (s *Server) decide(e *entry, answer *mcp.ElicitationResult, rec *record) (res *mcp.CallToolResult, run bool) {
+	defer func() { s.cfg.Metrics.Approval(answerOf(answer, run)) }()
 	if answer == nil {
 		return s.deny(e, rec, "no answer"), false
 	}

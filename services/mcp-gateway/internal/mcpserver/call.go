@@ -146,6 +146,7 @@ func (r *record) fail(outcome, message string) *mcp.CallToolResult {
 }
 
 func (s *Server) logCall(rec *record, d time.Duration) {
+	s.observe(rec, d)
 	attrs := []any{
 		"agent", s.cfg.Identity,
 		"tool", rec.tool,

@@ -9,6 +9,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -84,6 +85,13 @@ type Config struct {
 	// Logger receives one line per call, the selection and the lifecycle;
 	// nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, counts calls and approvals and reports the slots;
+	// nil means no metrics, at the cost of a nil check per call.
+	Metrics *ops.Metrics
+	// Checks are readiness conditions besides the gateway's own (the tool
+	// set is built), such as the NATS connection of remote_tools. /readyz
+	// answers 503 naming every one that fails.
+	Checks []ops.Check
 	// Resources, when set, serves the documents of this knowledge index
 	// as MCP resources (expose.agent.mcp.resources: [knowledge]) and adds
 	// resource_link items to its knowledge_search results. The caller

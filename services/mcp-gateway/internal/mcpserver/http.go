@@ -18,6 +18,9 @@ import (
 // whether a token is needed), the bearer check when a token is configured
 // (so an unauthenticated body is never read), the body cap, and the
 // session rules ([Server.guardSessions]).
+//
+// The probes /healthz and /readyz sit beside that chain, not in it (see
+// [Server.probes]).
 func (s *Server) buildHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.guardSessions(s.streamable))
@@ -25,7 +28,7 @@ func (s *Server) buildHandler() http.Handler {
 	if s.cfg.AuthToken != "" {
 		h = requireBearer(h, s.cfg.AuthToken)
 	}
-	return checkOrigin(h, s.cfg.AllowedOrigins)
+	return s.probes(checkOrigin(h, s.cfg.AllowedOrigins))
 }
 
 // checkOrigin answers 403 to a request whose Origin header is present and

@@ -55,6 +55,10 @@ type Server struct {
 
 	closeOnce sync.Once
 
+	// inFlight counts the tools/call requests being handled, approval
+	// and slot waits included (metrics.go).
+	inFlight atomic.Int64
+
 	// res is the knowledge resources listing (resources.go).
 	res resourceState
 }
@@ -118,6 +122,7 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		// loopback Host header) stays on: WithDisableLocalhostProtection
 		// is deliberately never passed.
 	)
+	s.registerMetrics()
 	s.handler = s.buildHandler()
 	go s.expireIdle(max(cfg.SessionIdleTimeout/4, 10*time.Millisecond), s.stopExpiry)
 	if err := s.SetTools(SourceLocal, tools); err != nil {
@@ -217,6 +222,7 @@ func (s *Server) SetTools(source string, tools []tool.Tool) error {
 
 	s.sources, s.served, s.dropped = next, served, dropped
 	s.entries.Store(&byName)
+	s.cfg.Metrics.SetTools(slices.Collect(maps.Keys(byName)))
 	if s.defs == nil || !bytes.Equal(encoded, s.defs) {
 		// Replaces the whole registry and tells every connected client;
 		// skipped when nothing a client sees changed, so a periodic
@@ -232,6 +238,8 @@ func (s *Server) SetTools(source string, tools []tool.Tool) error {
 func (s *Server) serverTool(def mcp.Tool) server.ServerTool {
 	name := def.Name
 	return server.ServerTool{Tool: def, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
 		return s.handle(ctx, name, req), nil
 	}}
 }
