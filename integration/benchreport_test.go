@@ -16,6 +16,7 @@ package integration_test
 // the binaries an operator runs.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -119,6 +120,17 @@ const (
 //   - mcp_call: mcp-go client -> mcp-gateway process (local tool) -> echo.
 //   - mcp_remote_call: mcp-go client -> mcp-gateway -> NATS -> a2a-agent
 //     -> echo (a remote_tools tool).
+//   - a2a_stream: a2a.Client.StreamTool of the same echo: the stream
+//     endpoint, ack, output event and final reply instead of one reply.
+//     a2a_stream_ratio_* is its percentile over a2a_call's, both from the
+//     same interleaved run (the issue's goal: at most 1.05).
+//
+// First output: the time from starting a demo ticker to its first line,
+// firstOutputIterations times each: first_line_direct on a direct exec of
+// its argv (stdout piped, read up to the first newline), first_event_stream
+// through a2a.Client.StreamTool to the first output event; each run is then
+// stopped (killed, or cancelled over A2A). first_event_ratio_* is the
+// stream's percentile over the direct one's.
 //
 // Each call series has <series>_ratio_p50 and _ratio_p99: its percentile
 // over exec_direct's.
@@ -180,6 +192,24 @@ type benchReport struct {
 	MCPRemoteCallP99      float64 `json:"mcp_remote_call_p99_us"`
 	MCPRemoteCallRatioP50 float64 `json:"mcp_remote_call_ratio_p50"`
 	MCPRemoteCallRatioP99 float64 `json:"mcp_remote_call_ratio_p99"`
+
+	// A2AStream is a streamed call of echo (a2a_stream), and its ratio
+	// over the unary a2a_call of the same run.
+	A2AStreamP50      float64 `json:"a2a_stream_p50_us"`
+	A2AStreamP99      float64 `json:"a2a_stream_p99_us"`
+	A2AStreamRatioP50 float64 `json:"a2a_stream_ratio_p50"`
+	A2AStreamRatioP99 float64 `json:"a2a_stream_ratio_p99"`
+
+	// FirstOutput is the time to a ticker's first line: on a direct exec
+	// (first_line_direct) and as the first output event of a streamed
+	// call (first_event_stream), with the stream's ratio over the exec.
+	FirstOutputIterations int     `json:"first_output_iterations"`
+	FirstLineDirectP50    float64 `json:"first_line_direct_p50_us"`
+	FirstLineDirectP99    float64 `json:"first_line_direct_p99_us"`
+	FirstEventStreamP50   float64 `json:"first_event_stream_p50_us"`
+	FirstEventStreamP99   float64 `json:"first_event_stream_p99_us"`
+	FirstEventRatioP50    float64 `json:"first_event_ratio_p50"`
+	FirstEventRatioP99    float64 `json:"first_event_ratio_p99"`
 
 	DiscoveryRequestBytes int     `json:"discovery_request_bytes"`
 	DiscoveryReplyBytes   int     `json:"discovery_reply_bytes"`
@@ -463,6 +493,13 @@ func TestBenchReport(t *testing.T) {
 		}},
 		{name: "mcp_call", run: mcpEcho(mc, "echo")},
 		{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo")},
+		{name: "a2a_stream", run: func(ctx context.Context) error {
+			r, err := ac.StreamTool(ctx, "bench", "echo", echoInput, nil)
+			if err != nil || r.IsError || r.Output != "hi\n" {
+				return fmt.Errorf("got %+v (%v), want output \"hi\n\"", r, err)
+			}
+			return nil
+		}},
 	}
 	interleave(t, calls, set.callWarmup, set.calls, set.callBatch)
 	p := func(s *benchSeries, q float64) float64 { return micros(percentile(s.samples, q)) }
@@ -483,6 +520,19 @@ func TestBenchReport(t *testing.T) {
 	for _, s := range calls {
 		t.Logf("%-16s p50 %9.1f µs  p99 %9.1f µs  (×%.3f / ×%.3f of exec_direct)", s.name, p(s, 50), p(s, 99), ratio(p(s, 50), direct50), ratio(p(s, 99), direct99))
 	}
+	rep.A2AStreamP50, rep.A2AStreamP99 = p(calls[5], 50), p(calls[5], 99)
+	rep.A2AStreamRatioP50, rep.A2AStreamRatioP99 = ratio(rep.A2AStreamP50, rep.A2ACallP50), ratio(rep.A2AStreamP99, rep.A2ACallP99)
+	t.Logf("a2a_stream over a2a_call: ×%.3f p50, ×%.3f p99", rep.A2AStreamRatioP50, rep.A2AStreamRatioP99)
+
+	// First output of a ticker whose second line is far off: each run is
+	// stopped once its first line is in.
+	firstDirect, firstStream := firstOutput(t, ac, "bench", firstOutputIterations)
+	rep.FirstOutputIterations = firstOutputIterations
+	rep.FirstLineDirectP50, rep.FirstLineDirectP99 = micros(percentile(firstDirect, 50)), micros(percentile(firstDirect, 99))
+	rep.FirstEventStreamP50, rep.FirstEventStreamP99 = micros(percentile(firstStream, 50)), micros(percentile(firstStream, 99))
+	rep.FirstEventRatioP50, rep.FirstEventRatioP99 = ratio(rep.FirstEventStreamP50, rep.FirstLineDirectP50), ratio(rep.FirstEventStreamP99, rep.FirstLineDirectP99)
+	t.Logf("first output: direct p50 %.1f µs p99 %.1f µs; stream p50 %.1f µs p99 %.1f µs (×%.3f / ×%.3f)",
+		rep.FirstLineDirectP50, rep.FirstLineDirectP99, rep.FirstEventStreamP50, rep.FirstEventStreamP99, rep.FirstEventRatioP50, rep.FirstEventRatioP99)
 
 	// Discovery against the transport floor: capture the agent's reply to
 	// one encoded request, serve those bytes from natsreplier on the
@@ -592,6 +642,90 @@ func TestBenchReport(t *testing.T) {
 	t.Logf("report written to %s:\n%s", out, data)
 }
 
+// firstOutputIterations is how many tickers each first-output series
+// starts: each costs a process start and a stop, so far fewer than calls.
+const firstOutputIterations = 30
+
+// tickerInput is a ticker whose first line comes at once and whose second
+// would come long after every measurement.
+var tickerInput = json.RawMessage(`{"every":"1m","count":2}`)
+
+// firstOutput measures the time to a ticker's first line n times on a
+// direct exec and n times as the first output event of a streamed call on
+// identity, alternating, and returns both series' samples.
+func firstOutput(tb testing.TB, ac *a2a.Client, identity string, n int) (direct, stream []time.Duration) {
+	tb.Helper()
+	argv, err := fisktest.DemoCommand(tb, "ticker").Argv(tickerInput)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range n {
+		d, err := firstLineDirect(argv)
+		if err != nil {
+			tb.Fatalf("first_line_direct iteration %d: %v", i, err)
+		}
+		direct = append(direct, d)
+		d, err = firstEventStream(tb.Context(), ac, identity)
+		if err != nil {
+			tb.Fatalf("first_event_stream iteration %d: %v", i, err)
+		}
+		stream = append(stream, d)
+	}
+	return direct, stream
+}
+
+// firstLineDirect starts argv, times its first line on stdout, then kills
+// it and reaps it.
+func firstLineDirect(argv []string) (time.Duration, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	d := time.Since(start)
+	if err != nil || !strings.HasPrefix(line, "tick 1 ") {
+		return 0, fmt.Errorf("got first line %q (%v), want tick 1", line, err)
+	}
+	return d, nil
+}
+
+// firstEventStream times a streamed ticker call to its first output event,
+// then cancels it and waits for the final reply.
+func firstEventStream(ctx context.Context, ac *a2a.Client, identity string) (time.Duration, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		once  sync.Once
+		first time.Duration
+		chunk string
+	)
+	start := time.Now()
+	_, err := ac.StreamTool(ctx, identity, "ticker", tickerInput, func(s string) {
+		once.Do(func() {
+			first, chunk = time.Since(start), s
+			cancel()
+		})
+	})
+	switch {
+	case first == 0:
+		return 0, fmt.Errorf("no output event before the end (%v)", err)
+	case !strings.HasPrefix(chunk, "tick 1 "):
+		return 0, fmt.Errorf("got first event %q, want tick 1", chunk)
+	case !errors.Is(err, context.Canceled):
+		return 0, fmt.Errorf("got %v after the cancel, want the canceled final reply", err)
+	}
+	return first, nil
+}
+
 func TestPercentile(t *testing.T) {
 	ms := func(v ...int) []time.Duration {
 		out := make([]time.Duration, len(v))
@@ -677,7 +811,7 @@ func TestBenchReportFlat(t *testing.T) {
 			t.Errorf("%s: got %T, want a number or a string", k, v)
 		}
 	}
-	for _, k := range []string{"go_version", "timestamp", "cpus", "iterations", "exec_direct_p50_us", "a2a_call_ratio_p50", "mcp_remote_call_p99_us", "discovery_ratio_p50", "floor_p99_us", "agent_idle_rss_mib", "gateway_idle_rss_mib", "scaling_efficiency"} {
+	for _, k := range []string{"go_version", "timestamp", "cpus", "iterations", "exec_direct_p50_us", "a2a_call_ratio_p50", "mcp_remote_call_p99_us", "discovery_ratio_p50", "floor_p99_us", "agent_idle_rss_mib", "gateway_idle_rss_mib", "scaling_efficiency", "a2a_stream_ratio_p50", "first_event_ratio_p50"} {
 		if _, ok := doc[k]; !ok {
 			t.Errorf("key %s: missing", k)
 		}
