@@ -59,6 +59,16 @@ func (c *cardCache) get(identity string) *CardReply {
 	return c.byAgent[identity]
 }
 
+// forget drops what is kept of identity.
+func (c *cardCache) forget(identity string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.byAgent[identity]; old != nil {
+		c.size -= len(old.body)
+		delete(c.byAgent, identity)
+	}
+}
+
 // remember keeps card, just validated as part of raw, when raw ends with
 // the bytes the card encodes to: only then can the next reply take the
 // short path. A peer that lays its replies out otherwise costs nothing

@@ -40,4 +40,8 @@ var (
 	ErrRejected = errors.New("request rejected by agent")
 	// ErrMismatchedReply is a reply that does not answer the request sent.
 	ErrMismatchedReply = errors.New("reply does not match request")
+	// ErrNoStreams is a stream request nobody answered: the identity's
+	// agents, if it has any, serve unary calls only. It comes wrapped
+	// with [ErrAgentUnavailable].
+	ErrNoStreams = errors.New("no agent serves streamed calls")
 )

@@ -44,6 +44,12 @@ func (c *Client) Streams(ctx context.Context, identity string) (bool, error) {
 	if _, ok := c.transport.(StreamTransport); !ok {
 		return false, nil
 	}
+	if known := c.cards.get(identity); known != nil {
+		// Answered from the card last discovered, without a round trip:
+		// an agent that stops streaming is found out by the stream
+		// request itself (see StreamTool).
+		return slices.Contains(known.card.Protocols, ProtocolEvent), nil
+	}
 	card, err := c.Discover(ctx, identity)
 	if err != nil {
 		return false, err
@@ -86,7 +92,17 @@ func (c *Client) StreamTool(ctx context.Context, identity, name string, input js
 	}
 	defer conn.Close()
 	s := &callStream{conn: conn, req: req, identity: identity, onOutput: onOutput}
-	return s.run(ctx)
+	reply, err := s.run(ctx)
+	if errors.Is(err, ErrNoStreams) {
+		// The card was stale: the agent that answers now serves no
+		// streams. Forget the card and call it the unary way.
+		c.cards.forget(identity)
+		reply, err = c.CallTool(ctx, identity, name, input)
+		if err == nil && reply.Output != "" && onOutput != nil {
+			onOutput(reply.Output)
+		}
+	}
+	return reply, err
 }
 
 // callStream is the state of one streamed call on the caller's side.

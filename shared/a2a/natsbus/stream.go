@@ -113,11 +113,10 @@ func (s *Stream) Next(ctx context.Context, wait time.Duration) ([]byte, error) {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, fmt.Errorf("%w: nothing from %s for %s", a2a.ErrAgentUnavailable, StreamSubject(s.identity), wait)
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, fmt.Errorf("%w: %w on %s", a2a.ErrAgentUnavailable, a2a.ErrNoStreams, StreamSubject(s.identity))
 	case err != nil:
 		return nil, fmt.Errorf("reading the stream of %s: %w", s.identity, err)
-	}
-	if msg.Header.Get("Status") == "503" {
-		return nil, fmt.Errorf("%w: no agent serves %s", a2a.ErrAgentUnavailable, StreamSubject(s.identity))
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return nil, fmt.Errorf("%w: %s %s", a2a.ErrRejected, code, msg.Header.Get(micro.ErrorHeader))

@@ -72,7 +72,9 @@ func (s *Server) handleStream(r *natsbus.Request) {
 		s.reject(r, "stream", err)
 		return
 	}
-	out := &streamOut{s: s, r: r, req: req}
+	// The caller has just sent the request: it is alive, so the first
+	// probe is due a heartbeat from now, not on the ack.
+	out := &streamOut{s: s, r: r, req: req, lastProbe: time.Now()}
 	t, ok := s.byName[req.Name]
 	if !ok {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "stream", true, "outcome", "unknown tool")
@@ -257,14 +259,17 @@ type liveOutput struct {
 	lastFlush time.Time
 }
 
-// Write is called by the command runner with each piece of output.
+// Write is called by the command runner with each piece of output. A
+// piece that ends a quiet spell (the first one included) goes out at once,
+// so a watcher sees the first line as soon as the command prints it; the
+// pieces of a burst wait for the ticker or a full event.
 func (l *liveOutput) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	l.pending = append(l.pending, p...)
 	l.all = append(l.all, p...)
-	full := len(l.pending) >= flushBytes
+	now := len(l.pending) >= flushBytes || time.Since(l.lastFlush) >= flushEvery
 	l.mu.Unlock()
-	if full {
+	if now {
 		l.flush(false)
 	}
 	return len(p), nil
