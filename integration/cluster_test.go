@@ -183,8 +183,8 @@ func checkMicroInstances(tb testing.TB, home *fleettest.Home, ctx, identity stri
 	}
 }
 
-// toolRequests returns the tool requests each instance of identity has
-// handled, by fiskfleet.pid, from `nats micro stats`, asking until all
+// toolRequests returns the calls (unary and streamed) each instance of
+// identity has handled, by fiskfleet.pid, from `nats micro stats`, asking until all
 // want instances answer.
 func toolRequests(tb testing.TB, home *fleettest.Home, ctx, identity string, want int) map[int]int {
 	tb.Helper()
@@ -201,7 +201,9 @@ func toolRequests(tb testing.TB, home *fleettest.Home, ctx, identity string, wan
 		got = map[int]int{}
 		for _, s := range decodeJSON[[]micro.Stats](tb, "micro stats --json", natsOn(tb, home, ctx, "micro", "stats", identity, "--json")) {
 			if pid, ok := pids[s.ID]; ok {
-				got[pid] = statsRequests(s, "tool")
+				// A call is unary (tool) or, from the gateway's remote
+				// tools, streamed (stream).
+				got[pid] = statsRequests(s, "tool") + statsRequests(s, "stream")
 			}
 		}
 		return len(got) == want
