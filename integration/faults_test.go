@@ -428,6 +428,8 @@ func TestFaultKillMidLoad(t *testing.T) {
 	t.Cleanup(stopCallers)
 
 	fisktest.WaitFor(t, 60*time.Second, "18 calls to finish before the kill", func() bool { return finished.Load() >= 18 })
+	// Kill it while it runs a command, so some call is in flight on it.
+	fisktest.WaitFor(t, 20*time.Second, "the victim to be running a call", func() bool { return childCount(victim.PID) > 0 })
 	killedAt := time.Now()
 	victim.Kill(t)
 	t.Logf("killed pid %d with %d calls issued, %d finished", victim.PID, issued.Load(), finished.Load())
