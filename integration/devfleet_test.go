@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 )
 
 // Fixed by integration/examples/demo.yaml, which `make run` serves.
@@ -161,16 +161,6 @@ func childrenOf(tb testing.TB, ppid int) []int {
 	return out
 }
 
-// processGone reports whether pid no longer runs: kill(pid, 0) finds no
-// such process, or it is a zombie waiting to be reaped.
-func processGone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	_, state, err := procStat(pid)
-	return errors.Is(err, os.ErrNotExist) || state == "Z" || state == "X"
-}
-
 // waitGone polls until every pid is gone, failing tb with the ones still
 // running after timeout.
 func waitGone(tb testing.TB, timeout time.Duration, what string, pids map[int]string) {
@@ -179,7 +169,7 @@ func waitGone(tb testing.TB, timeout time.Duration, what string, pids map[int]st
 	for {
 		var left []string
 		for pid, name := range pids {
-			if !processGone(pid) {
+			if !fisktest.ProcessGone(pid) {
 				left = append(left, fmt.Sprintf("%s (pid %d)", name, pid))
 			}
 		}

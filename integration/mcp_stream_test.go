@@ -138,7 +138,7 @@ func TestMCPCancelRemoteSpawn(t *testing.T) {
 	}
 	// The command would run a minute; liveness cannot be what stops it,
 	// since the gateway stays connected.
-	fisktest.WaitFor(t, 3*a2a.HeartbeatInterval+15*time.Second, "the agent to kill the cancelled command's group", func() bool { return gonePID(grandchild) })
+	fisktest.WaitFor(t, 3*a2a.HeartbeatInterval+15*time.Second, "the agent to kill the cancelled command's group", func() bool { return fisktest.ProcessGone(grandchild) })
 	t.Logf("MCP call cancelled; the remote grandchild was gone %s later", time.Since(cancelledAt).Round(time.Millisecond))
 	f.agent.WaitOutput(t, "outcome=canceled", 10*time.Second)
 	if cr := mcpCommandResult(t, "demo_echo", callMCP(t, c, "demo_echo", map[string]any{"message": "after"})); cr.Output != "after\n" {

@@ -49,19 +49,6 @@ func parentOf(tb testing.TB, pid int) int {
 	return ppid
 }
 
-// gonePID reports whether pid no longer runs (a zombie counts).
-func gonePID(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return true
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(stat)
-	return strings.HasPrefix(strings.TrimSpace(s[strings.LastIndexByte(s, ')')+1:]), "Z")
-}
-
 // TestStreamFollowCLI runs `a2a-agent call --follow` on the demo ticker:
 // its first line is printed while the command still runs, and it ends
 // with every line and the exit code.
@@ -99,7 +86,7 @@ func TestStreamCallerKilled(t *testing.T) {
 	grandchild := readPID(t, pidfile)
 	killedAt := time.Now()
 	cli.Kill(t)
-	fisktest.WaitFor(t, 3*a2a.HeartbeatInterval+15*time.Second, "the agent to kill the abandoned command's group", func() bool { return gonePID(grandchild) })
+	fisktest.WaitFor(t, 3*a2a.HeartbeatInterval+15*time.Second, "the agent to kill the abandoned command's group", func() bool { return fisktest.ProcessGone(grandchild) })
 	t.Logf("caller killed; the grandchild was gone %s later", time.Since(killedAt).Round(time.Millisecond))
 	agent.WaitOutput(t, "outcome=canceled", 10*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)

@@ -121,7 +121,7 @@ func TestTSClientProgressAndAbort(t *testing.T) {
 			t.Fatalf("the aborted call: got %+v, want it rejected as aborted", got)
 		}
 		grandchild := readPID(t, pidfile)
-		fisktest.WaitFor(t, 3*a2a.HeartbeatInterval+15*time.Second, "the agent to kill the aborted command's group", func() bool { return gonePID(grandchild) })
+		fisktest.WaitFor(t, 3*a2a.HeartbeatInterval+15*time.Second, "the agent to kill the aborted command's group", func() bool { return fisktest.ProcessGone(grandchild) })
 		f.agent.WaitOutput(t, "outcome=canceled", 10*time.Second)
 	})
 }

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -217,22 +216,6 @@ func TestCallOutputCap(t *testing.T) {
 	}
 }
 
-// processGone reports whether pid no longer runs. A zombie counts as gone:
-// it runs nothing, and whether it is reaped depends on the machine's init.
-func processGone(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
-	}
-	// The state follows the parenthesised command name, which may itself
-	// contain spaces and parentheses.
-	_, rest, ok := strings.Cut(string(stat[strings.LastIndexByte(string(stat), ')'):]), " ")
-	return ok && strings.HasPrefix(rest, "Z")
-}
-
 func TestCallInterruptKillsGroup(t *testing.T) {
 	t.Parallel()
 	const grace = 300 * time.Millisecond
@@ -287,7 +270,7 @@ func TestCallInterruptKillsGroup(t *testing.T) {
 				t.Fatalf("parsing pidfile %q: %v", b, err)
 			}
 			// The grandchild ignores SIGTERM: only the group SIGKILL ends it.
-			fisktest.WaitFor(t, 5*time.Second, fmt.Sprintf("grandchild %d to die", pid), func() bool { return processGone(pid) })
+			fisktest.WaitFor(t, 5*time.Second, fmt.Sprintf("grandchild %d to die", pid), func() bool { return fisktest.ProcessGone(pid) })
 		})
 	}
 }

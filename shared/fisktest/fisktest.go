@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,4 +219,21 @@ func DemoCommand(tb testing.TB, name string) *fiskapp.Command {
 		tb.Fatalf("fisktest: demo app: got %d commands named %s, want 1", len(app.Commands), name)
 	}
 	return app.Commands[0]
+}
+
+// ProcessGone reports whether pid no longer runs. A zombie counts as gone:
+// it runs nothing, and whether it is reaped soon depends on the machine's
+// init.
+func ProcessGone(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// The state follows the parenthesised command name, which may itself
+	// contain spaces and parentheses.
+	s := string(stat)
+	return strings.HasPrefix(strings.TrimSpace(s[strings.LastIndexByte(s, ')')+1:]), "Z")
 }

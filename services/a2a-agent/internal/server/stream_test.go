@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -114,25 +113,11 @@ func TestStreamCancelKillsGroup(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no final reply within 30s of the cancel")
 	}
-	fisktest.WaitFor(t, 10*time.Second, "the SIGTERM-ignoring grandchild to die", func() bool { return processGone(pid) })
+	fisktest.WaitFor(t, 10*time.Second, "the SIGTERM-ignoring grandchild to die", func() bool { return fisktest.ProcessGone(pid) })
 	// The slot is free again.
 	if r := callTool(t, c, "demo", "echo", `{"message":"after"}`); r.IsError || r.Output != "after\n" {
 		t.Errorf("after the cancel: got %+v, want the echo", r)
 	}
-}
-
-// processGone reports whether pid no longer runs (a zombie counts).
-func processGone(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil {
-		return true
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(stat)
-	rest := s[strings.LastIndexByte(s, ')')+1:]
-	return strings.HasPrefix(strings.TrimSpace(rest), "Z")
 }
 
 // TestStreamHostileInput sends what a hostile or confused peer might on the

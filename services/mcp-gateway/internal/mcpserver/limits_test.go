@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -116,7 +114,7 @@ func TestToolTimeout(t *testing.T) {
 		}
 		// The grandchild ignores SIGTERM; the group SIGKILL after the grace
 		// must still reach it.
-		fisktest.WaitFor(t, 10*time.Second, "the SIGTERM-ignoring grandchild to die", func() bool { return gone(pid) })
+		fisktest.WaitFor(t, 10*time.Second, "the SIGTERM-ignoring grandchild to die", func() bool { return fisktest.ProcessGone(pid) })
 	})
 
 	t.Run("the slot is free again", func(t *testing.T) {
@@ -124,20 +122,6 @@ func TestToolTimeout(t *testing.T) {
 			t.Errorf("got %q, want the echo", cr.Output)
 		}
 	})
-}
-
-// gone reports whether pid no longer runs: it does not exist, or it is a
-// zombie nobody has reaped yet.
-func gone(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
-	}
-	_, rest, _ := bytes.Cut(stat, []byte(") "))
-	return len(rest) > 0 && rest[0] == 'Z'
 }
 
 func TestBadInput(t *testing.T) {

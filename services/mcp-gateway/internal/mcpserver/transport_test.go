@@ -285,7 +285,7 @@ func TestCancelledCallGetsNoResponse(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the cancelled call's POST did not end within 30s")
 	}
-	fisktest.WaitFor(t, 10*time.Second, "the SIGTERM-ignoring grandchild to die", func() bool { return gone(pid) })
+	fisktest.WaitFor(t, 10*time.Second, "the SIGTERM-ignoring grandchild to die", func() bool { return fisktest.ProcessGone(pid) })
 
 	// The session goes on: the next call is answered.
 	text := c.session(id, `{"jsonrpc":"2.0","id":"call-2","method":"tools/call","params":{"name":"echo","arguments":{"message":"after"}}}`, http.StatusOK)
