@@ -40,6 +40,10 @@ func serve(t *testing.T, nc *nats.Conn, identity string, tool natsbus.Handler) *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
+	// Registered on the server before another connection asks for it.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return svc
 }
 

@@ -24,7 +24,8 @@ func TestStreamToolStaleCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	self := a2a.Participant{Name: "shifty"}
-	svc, err := natsbus.Serve(ns.Connect(t), natsbus.ServiceConfig{
+	agent := ns.Connect(t)
+	svc, err := natsbus.Serve(agent, natsbus.ServiceConfig{
 		Identity: "shifty",
 		Discovery: func(r *natsbus.Request) {
 			req := &a2a.DiscoveryRequest{}
@@ -48,6 +49,9 @@ func TestStreamToolStaleCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
+	if err := agent.Flush(); err != nil {
+		t.Fatal(err)
+	}
 
 	c, err := a2a.NewClient(natsbus.NewTransport(ns.Connect(t)), a2a.Participant{Name: "tester"})
 	if err != nil {
