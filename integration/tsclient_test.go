@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,20 +38,7 @@ func findTSClient(tb testing.TB) tsClient {
 		sdk:    filepath.Join(root, tsSDKDir),
 		script: filepath.Join(root, "integration", "tsclient", "stream.mjs"),
 	}
-	var missing []string
-	for _, p := range []string{c.node, filepath.Join(c.sdk, "package.json")} {
-		if _, err := os.Stat(p); err != nil {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) == 0 {
-		return c
-	}
-	msg := fmt.Sprintf("the MCP TypeScript SDK is not installed (no %s): run `make tools`", strings.Join(missing, ", "))
-	if os.Getenv("CI") == "" {
-		tb.Skip(msg)
-	}
-	tb.Fatalf("%s; CI is set, where the SDK client must run", msg)
+	requireInstalled(tb, "the MCP TypeScript SDK", c.node, filepath.Join(c.sdk, "package.json"))
 	return c
 }
 

@@ -22,21 +22,7 @@ func TestKnowledgeRefusals(t *testing.T) {
 			`expose.agent.mcp.resources[0] "files" is not a resource kind: use knowledge`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := mustParse(t, tt.yaml)
-			_, err := c.Validate(ModeInfo)
-			requireInvalid(t, err)
-			errs := configErrors(err)
-			if len(errs) != 1 {
-				t.Fatalf("got %d refusals (%v), want 1", len(errs), err)
-			}
-			if got := errs[0].Key; got != tt.wantKey {
-				t.Errorf("got key %q, want %q", got, tt.wantKey)
-			}
-			if !strings.Contains(err.Error(), tt.wantMsg) {
-				t.Errorf("got %q, want it to contain %q", err, tt.wantMsg)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkRefusal(t, ModeInfo, tt.yaml, tt.wantKey, tt.wantMsg) })
 	}
 }
 

@@ -103,19 +103,7 @@ func TestValidateRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := mustParse(t, tt.yaml)
-			_, err := c.Validate(tt.mode)
-			requireInvalid(t, err)
-			errs := configErrors(err)
-			if len(errs) != 1 {
-				t.Fatalf("got %d refusals (%v), want 1", len(errs), err)
-			}
-			if got := errs[0].Key; got != tt.wantKey {
-				t.Errorf("got key %q, want %q", got, tt.wantKey)
-			}
-			if !strings.Contains(err.Error(), tt.wantMsg) {
-				t.Errorf("got %q, want it to contain %q", err, tt.wantMsg)
-			}
+			err := checkRefusal(t, tt.mode, tt.yaml, tt.wantKey, tt.wantMsg)
 			if !strings.HasPrefix(err.Error(), testFile+": ") {
 				t.Errorf("got %q, want it to start with the file", err)
 			}
@@ -286,4 +274,24 @@ func TestErrorsAs(t *testing.T) {
 	if got, want := ce.Key, "expose.agent.mcp"; got != want {
 		t.Errorf("got key %q, want %q", got, want)
 	}
+}
+
+// checkRefusal validates yaml for mode and requires exactly one refusal,
+// about wantKey, whose message contains wantMsg. It returns the error.
+func checkRefusal(tb testing.TB, mode Mode, yaml, wantKey, wantMsg string) error {
+	tb.Helper()
+	c := mustParse(tb, yaml)
+	_, err := c.Validate(mode)
+	requireInvalid(tb, err)
+	errs := configErrors(err)
+	if len(errs) != 1 {
+		tb.Fatalf("got %d refusals (%v), want 1", len(errs), err)
+	}
+	if got := errs[0].Key; got != wantKey {
+		tb.Errorf("got key %q, want %q", got, wantKey)
+	}
+	if !strings.Contains(err.Error(), wantMsg) {
+		tb.Errorf("got %q, want it to contain %q", err, wantMsg)
+	}
+	return err
 }
