@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/fiskfleet/fiskfleet/integration/internal/workspace"
 )
 
 // Names the fleet uses; demo.yaml refers to the context and the binary by
@@ -52,7 +54,7 @@ type child struct {
 // run builds, starts and supervises the fleet until ctx is done or a child
 // exits; it always stops every child it started before returning.
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	root, err := repoRoot()
+	root, err := workspace.Root("devfleet")
 	if err != nil {
 		return err
 	}
@@ -164,25 +166,6 @@ func childEnviron() []string {
 		env = append(env, kv)
 	}
 	return env
-}
-
-// repoRoot finds the directory holding go.work, from the working directory
-// up.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run devfleet from inside the fiskfleet checkout (no go.work found above the working directory)")
-		}
-		dir = parent
-	}
 }
 
 func build(ctx context.Context, root, binDir string) error {

@@ -43,6 +43,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/fiskfleet/fiskfleet/integration/internal/workspace"
 )
 
 type options struct {
@@ -95,7 +97,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return errors.New("-duration, -rate, -interval and -agents must be positive")
 	}
 	interval := min(o.Interval, o.Duration/minSamples)
-	root, err := repoRoot()
+	root, err := workspace.Root("soak")
 	if err != nil {
 		return err
 	}
@@ -219,24 +221,5 @@ func sampleFleet(ctx context.Context, f *fleet, interval, run time.Duration, std
 			return samples, fmt.Errorf("the dev fleet stopped: %s", f.stderr)
 		case <-tick.C:
 		}
-	}
-}
-
-// repoRoot finds the directory holding go.work, from the working
-// directory up: the launcher builds the services from there.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run soak from inside the fiskfleet checkout (no go.work found above the working directory)")
-		}
-		dir = parent
 	}
 }

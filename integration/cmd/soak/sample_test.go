@@ -13,6 +13,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/fiskfleet/fiskfleet/integration/internal/workspace"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 )
 
@@ -208,7 +209,7 @@ func TestChildrenOf(t *testing.T) {
 // TestSoakConfig keeps the dev fleet's config but for the gateway's
 // address, which moves to a free loopback port; the result still loads.
 func TestSoakConfig(t *testing.T) {
-	root, err := repoRoot()
+	root, err := workspace.Root("soak")
 	if err != nil {
 		t.Fatal(err)
 	}
