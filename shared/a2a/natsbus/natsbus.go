@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -65,6 +66,11 @@ type Transport struct {
 	nc            *nats.Conn
 	timeout       time.Duration
 	reconnectWait time.Duration
+
+	// mux is the shared inbox of the transport's streamed calls, made on
+	// the first; guarded by muxMu.
+	muxMu sync.Mutex
+	mux   *inboxMux
 }
 
 // Option configures a [Transport].

@@ -105,3 +105,20 @@ func BenchmarkExecEchoDirect(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkServerStreamEcho is BenchmarkServerCallEcho as a streamed call
+// (ack, output event, final reply): read against ServerCallEcho, it is the
+// price of streaming a call that ends at once.
+func BenchmarkServerStreamEcho(b *testing.B) {
+	_, c, _ := serveDemo(b, server.Config{Identity: "bench"}, fiskapp.Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := c.StreamTool(b.Context(), "bench", "echo", benchEchoInput, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.IsError || r.Output != "hi\n" {
+			b.Fatalf("reply: got %+v", r)
+		}
+	}
+}
