@@ -15,6 +15,7 @@ package server_test
 import (
 	"encoding/json"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,4 +122,33 @@ func BenchmarkServerStreamEcho(b *testing.B) {
 			b.Fatalf("reply: got %+v", r)
 		}
 	}
+}
+
+// BenchmarkServerStreamOverCall alternates a unary and a streamed echo on
+// one server and reports the streamed call's median over the unary one's
+// (stream/call-p50): load from elsewhere on the machine falls on both
+// alike, which two separate benchmarks cannot promise.
+func BenchmarkServerStreamOverCall(b *testing.B) {
+	_, c, _ := serveDemo(b, server.Config{Identity: "bench"}, fiskapp.Options{})
+	var unary, streamed []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		r, err := c.CallTool(b.Context(), "bench", "echo", benchEchoInput)
+		unary = append(unary, time.Since(start))
+		if err != nil || r.IsError || r.Output != "hi\n" {
+			b.Fatalf("call: got %+v, %v", r, err)
+		}
+		start = time.Now()
+		r, err = c.StreamTool(b.Context(), "bench", "echo", benchEchoInput, nil)
+		streamed = append(streamed, time.Since(start))
+		if err != nil || r.IsError || r.Output != "hi\n" {
+			b.Fatalf("stream: got %+v, %v", r, err)
+		}
+	}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2])
+	}
+	b.ReportMetric(median(streamed)/median(unary), "stream/call-p50")
 }
