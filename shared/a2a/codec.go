@@ -102,10 +102,23 @@ func (v *validator) validate(protocol string, doc any) error {
 // tool input can carry), so nothing leaves that a peer would reject. It
 // does not stamp: a message is stamped when it is built.
 func Encode(m Message) ([]byte, error) {
-	if req, ok := m.(*DiscoveryRequest); ok {
-		if data, ok := appendDiscoveryRequest(nil, req); ok {
-			return data, nil
-		}
+	var (
+		data   []byte
+		direct bool
+	)
+	switch m := m.(type) {
+	case *DiscoveryRequest:
+		data, direct = appendDiscoveryRequest(nil, m)
+	case *Ack:
+		data, direct = appendAck(nil, m)
+	case *Event:
+		data, direct = appendEvent(nil, m)
+	}
+	switch {
+	case direct && len(data) > MaxMessageSize:
+		return nil, fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrTooLarge, m.ProtocolID(), len(data), MaxMessageSize)
+	case direct:
+		return data, nil
 	}
 	data, err := json.Marshal(m)
 	if err != nil {
@@ -133,6 +146,9 @@ func Encode(m Message) ([]byte, error) {
 func Decode(data []byte, m Message) error {
 	if isHeaderOnly(m) {
 		return decodeHeader(data, m.header(), m.ProtocolID(), mustValidator().byProtocol[m.ProtocolID()])
+	}
+	if decodeDirect(data, m) {
+		return nil
 	}
 	return decodeAs(data, m, m.ProtocolID(), mustValidator().byProtocol[m.ProtocolID()])
 }
@@ -182,6 +198,35 @@ func decodeAs(data []byte, v any, want string, schema *jsonschema.Schema) error 
 		return fmt.Errorf("%w: decoding %s: %w", ErrInvalidMessage, protocol, err)
 	}
 	return nil
+}
+
+// decodeDirect decodes the stream messages fiskfleet sends (see
+// [ackDirect] and [eventDirect]) into m without the schema, and reports
+// whether it could; m is left alone when it could not.
+func decodeDirect(data []byte, m Message) bool {
+	switch m.(type) {
+	case *Ack, *Event:
+	default:
+		return false
+	}
+	if len(data) > MaxMessageSize {
+		return false
+	}
+	doc, err := parse(data)
+	if err != nil {
+		return false
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return false
+	}
+	switch m := m.(type) {
+	case *Ack:
+		return ackDirect(obj, m)
+	case *Event:
+		return eventDirect(obj, m)
+	}
+	return false
 }
 
 // isHeaderOnly reports whether m's kind carries nothing but the header.

@@ -163,14 +163,12 @@ func (s *callStream) run(ctx context.Context) (*ToolReply, error) {
 
 // handle takes one message, returning the final reply once it comes.
 func (s *callStream) handle(raw []byte) (*ToolReply, bool, error) {
-	var head struct {
-		Protocol string `json:"protocol"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
+	protocol, err := streamProtocol(raw)
+	if err != nil {
 		return nil, false, fmt.Errorf("stream %s: %w: %w", s.identity, ErrInvalidMessage, err)
 	}
 	var m Message
-	switch head.Protocol {
+	switch protocol {
 	case ProtocolAck:
 		m = &Ack{}
 	case ProtocolEvent:
@@ -178,7 +176,7 @@ func (s *callStream) handle(raw []byte) (*ToolReply, bool, error) {
 	case ProtocolToolReply:
 		m = &ToolReply{}
 	default:
-		return nil, false, fmt.Errorf("stream %s: %w: a %q message", s.identity, ErrStreamBroken, head.Protocol)
+		return nil, false, fmt.Errorf("stream %s: %w: a %q message", s.identity, ErrStreamBroken, protocol)
 	}
 	if err := Decode(raw, m); err != nil {
 		return nil, false, fmt.Errorf("stream %s: %w", s.identity, err)
@@ -218,6 +216,32 @@ func (s *callStream) handle(raw []byte) (*ToolReply, bool, error) {
 		return m, true, nil
 	}
 	return nil, false, nil
+}
+
+// streamPrefixes are how the messages of a stream begin as fiskfleet
+// writes them, protocol first.
+var streamPrefixes = [...]string{
+	`{"protocol":"` + ProtocolEvent + `",`,
+	`{"protocol":"` + ProtocolAck + `",`,
+	`{"protocol":"` + ProtocolToolReply + `",`,
+}
+
+// streamProtocol returns the protocol id a stream message names: read off
+// its first bytes when it begins as fiskfleet writes it, else from the
+// whole message. Either way [Decode] checks the message against it.
+func streamProtocol(raw []byte) (string, error) {
+	for _, p := range streamPrefixes {
+		if len(raw) > len(p) && string(raw[:len(p)]) == p {
+			return p[len(`{"protocol":"`) : len(p)-2], nil
+		}
+	}
+	var head struct {
+		Protocol string `json:"protocol"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return "", err
+	}
+	return head.Protocol, nil
 }
 
 // cancel asks the instance running the call to stop it.
