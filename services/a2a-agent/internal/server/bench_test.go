@@ -13,9 +13,13 @@ package server_test
 // against. ServerDiscover is a discovery round trip to the same server.
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +155,59 @@ func BenchmarkServerStreamOverCall(b *testing.B) {
 		return float64(d[len(d)/2])
 	}
 	b.ReportMetric(median(streamed)/median(unary), "stream/call-p50")
+}
+
+// BenchmarkServerFirstEvent alternates a direct exec of the demo's ticker,
+// timed to its first line, with a streamed call of it timed to its first
+// output event, and reports the ratio of their medians
+// (first-event/first-line-p50). Each run is stopped once its first line is
+// in: killed, or cancelled over A2A.
+func BenchmarkServerFirstEvent(b *testing.B) {
+	_, c, _ := serveDemo(b, server.Config{Identity: "bench"}, fiskapp.Options{})
+	input := json.RawMessage(`{"every":"1m","count":2}`)
+	argv, err := fisktest.DemoCommand(b, "ticker").Argv(input)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var direct, streamed []time.Duration
+	for b.Loop() {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		direct = append(direct, time.Since(start))
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if err != nil || !strings.HasPrefix(line, "tick 1 ") {
+			b.Fatalf("first line: got %q, %v", line, err)
+		}
+
+		ctx, cancel := context.WithCancel(b.Context())
+		var first time.Duration
+		start = time.Now()
+		_, err = c.StreamTool(ctx, "bench", "ticker", input, func(string) {
+			if first == 0 {
+				first = time.Since(start)
+				cancel()
+			}
+		})
+		cancel()
+		if first == 0 || !errors.Is(err, context.Canceled) {
+			b.Fatalf("stream: first event after %v, then %v", first, err)
+		}
+		streamed = append(streamed, first)
+	}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2])
+	}
+	b.ReportMetric(median(streamed)/median(direct), "first-event/first-line-p50")
+	b.ReportMetric(median(direct)/1e3, "first-line-p50-µs")
+	b.ReportMetric(median(streamed)/1e3, "first-event-p50-µs")
 }
