@@ -111,6 +111,8 @@ func (t *Transport) OpenStream(ctx context.Context, identity string, data []byte
 	}
 	s := &Stream{nc: t.nc, identity: identity, mux: mux, ready: make(chan struct{}, 1)}
 	inbox := mux.add(s)
+	// The stream request as it goes out: the one place its NATS headers,
+	// if any, are set.
 	msg := nats.NewMsg(subject)
 	msg.Reply = inbox
 	msg.Data = data
@@ -154,6 +156,9 @@ type inboxMux struct {
 	// lives, so a late message for a closed stream finds nothing.
 	streams map[string]*Stream
 	next    uint64
+	// done is set once the subscription has ended: a stream added then
+	// fails at its first read.
+	done bool
 }
 
 func newInboxMux(nc *nats.Conn) (*inboxMux, error) {
@@ -166,16 +171,15 @@ func newInboxMux(nc *nats.Conn) (*inboxMux, error) {
 	// so a burst is never dropped as a slow consumer.
 	_ = sub.SetPendingLimits(-1, -1)
 	m.sub = sub
-	go m.watch(sub.StatusChanged(nats.SubscriptionClosed))
+	sub.SetClosedHandler(func(string) { m.closed() })
 	return m, nil
 }
 
-// watch ends every open stream once the subscription is closed (with its
+// closed ends every open stream once the subscription is closed (with its
 // connection): their readers fail at once instead of at their timeout.
-func (m *inboxMux) watch(closed <-chan nats.SubStatus) {
-	for range closed {
-	}
+func (m *inboxMux) closed() {
 	m.mu.Lock()
+	m.done = true
 	open := make([]*Stream, 0, len(m.streams))
 	for _, s := range m.streams {
 		open = append(open, s)
@@ -196,6 +200,7 @@ func (m *inboxMux) add(s *Stream) string {
 	m.next++
 	s.token = strconv.FormatUint(m.next, 36)
 	m.streams[s.token] = s
+	s.gone = m.done
 	return m.prefix + s.token
 }
 
