@@ -100,7 +100,9 @@ func (v *validator) validate(protocol string, doc any) error {
 // Encode marshals m and validates the result against the schema of its
 // protocol id, and refuses a repeated key (which only raw JSON such as a
 // tool input can carry), so nothing leaves that a peer would reject. It
-// does not stamp: a message is stamped when it is built.
+// does not stamp: a message is stamped when it is built. Discovery
+// requests, acks and events of the forms fiskfleet sends are written
+// directly instead, valid by construction (see [appendHeader]).
 func Encode(m Message) ([]byte, error) {
 	var (
 		data   []byte
@@ -142,7 +144,9 @@ func Encode(m Message) ([]byte, error) {
 // key refused in that same pass; the protocol id it names must be the one
 // m expects (a body mislabelled as another kind is refused however valid
 // it is); the parsed body is validated against that id's schema; and only
-// then is it unmarshalled into m.
+// then is it unmarshalled into m. Discovery requests, acks and events of
+// the forms fiskfleet sends are read directly from the parsed body instead,
+// accepting only what the schema accepts (see [headerOnly]).
 func Decode(data []byte, m Message) error {
 	if isHeaderOnly(m) {
 		return decodeHeader(data, m.header(), m.ProtocolID(), mustValidator().byProtocol[m.ProtocolID()])
