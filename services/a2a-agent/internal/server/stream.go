@@ -22,6 +22,15 @@ const (
 	flushEvery = 100 * time.Millisecond
 )
 
+// ackHold is how long an accepted stream's ack waits to go out together
+// with the message that follows it: the first output, or the final reply
+// of a command that ends at once. Sent alone, the ack reaches the caller
+// while the command's process starts, and on a busy machine the caller's
+// work on it competes with that start for a CPU; sent together, the two
+// cost one write and one wake-up. The hold is far below anything a caller
+// reacts to, and the ack still comes first.
+const ackHold = 20 * time.Millisecond
+
 // errCanceledByCaller and errCallerGone say why a stream was stopped
 // before its command ended.
 var (
@@ -110,7 +119,7 @@ func (s *Server) runStream(out *streamOut, t tool.Tool, req *a2a.ToolRequest) ca
 	s.streams.add(req.ID, &running{caller: req.Sender.Name, cancel: cancel})
 	defer s.streams.remove(req.ID)
 
-	out.ack(true, "")
+	out.accept()
 	live := &liveOutput{out: out, cancel: cancel}
 	stop := live.start()
 	reply, rec := s.call(ctx, t, req, live)
@@ -161,23 +170,70 @@ type streamOut struct {
 	r   *natsbus.Request
 	req *a2a.ToolRequest
 
+	// ackTimer sends a held ack (see accept); set and stopped on the
+	// stream's own goroutine.
+	ackTimer *time.Timer
+
 	mu sync.Mutex
-	// seq, lastSent, lastProbe and misses are guarded by mu.
+	// seq, lastSent, lastProbe, misses and ackDue are guarded by mu.
 	seq       uint64
 	lastSent  time.Time
 	lastProbe time.Time
 	misses    int
+	// ackDue is set while the accepted ack waits to go out.
+	ackDue bool
 }
 
+// ack sends a refusal, the whole answer of a call that cannot start.
 func (o *streamOut) ack(accepted bool, reason string) {
 	_ = o.send(&a2a.Ack{Accepted: accepted, Reason: reason})
 }
 
+// accept acks the call, once its slot is taken: the ack goes out with the
+// next message, or on its own after [ackHold], whichever comes first.
+func (o *streamOut) accept() {
+	o.mu.Lock()
+	o.ackDue = true
+	// Nothing is due for a heartbeat yet: the hold counts as sent.
+	o.lastSent = time.Now()
+	o.mu.Unlock()
+	o.ackTimer = time.AfterFunc(ackHold, func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.sendAck()
+	})
+}
+
+// sendAck sends the held ack, if it is still due. mu must be held.
+func (o *streamOut) sendAck() {
+	if !o.ackDue {
+		return
+	}
+	o.ackDue = false
+	o.seq++
+	ack := &a2a.Ack{Accepted: true}
+	a2a.StampReply(ack, o.req, o.s.self)
+	ack.Sequence = o.seq
+	data, err := a2a.Encode(ack)
+	if err != nil {
+		o.s.log.Error("encoding stream message", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
+		return
+	}
+	o.lastSent = time.Now()
+	if err := o.r.Send(data); err != nil {
+		o.s.log.Error("sending stream ack", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
+	}
+}
+
 // final sends the final reply, cutting output that would not fit, as the
-// tool endpoint does.
+// tool endpoint does; a held ack goes first.
 func (o *streamOut) final(reply *a2a.ToolReply) {
+	if o.ackTimer != nil {
+		o.ackTimer.Stop()
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.sendAck()
 	o.seq++
 	a2a.StampReply(reply, o.req, o.s.self)
 	reply.Sequence = o.seq
@@ -190,11 +246,12 @@ func (o *streamOut) final(reply *a2a.ToolReply) {
 	}
 }
 
-// send stamps, numbers and sends m; it reports the caller gone when a
-// probe finds no one on its inbox.
+// send stamps, numbers and sends m, after a held ack; it reports the
+// caller gone when a probe finds no one on its inbox.
 func (o *streamOut) send(m a2a.Message) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.sendAck()
 	o.seq++
 	a2a.StampReply(m, o.req, o.s.self)
 	setSequence(m, o.seq)
