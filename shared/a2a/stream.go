@@ -124,7 +124,10 @@ func (s *callStream) run(ctx context.Context) (*ToolReply, error) {
 	if d, ok := ctx.Deadline(); ok {
 		ackWait = time.Until(d)
 	}
-	var cancelErr error
+	var (
+		cancelErr error
+		canceled  bool // the cancel is sent
+	)
 	wait := ackWait
 	readCtx := ctx
 	for {
@@ -132,19 +135,28 @@ func (s *callStream) run(ctx context.Context) (*ToolReply, error) {
 		if err != nil {
 			if cancelErr == nil && ctx.Err() != nil {
 				// The caller gave up: tell the agent, then wait for the
-				// reply that says it stopped.
+				// reply that says it stopped. Without the ack there is
+				// no instance to tell yet, but it may be on its way (an
+				// agent holds it a moment to send it with the first
+				// output): wait briefly for it, so that the agent hears
+				// of the cancel now rather than at its next heartbeat.
 				cancelErr = ctx.Err()
+				readCtx, wait = context.WithoutCancel(ctx), 3*HeartbeatInterval
 				if s.instance == "" {
-					return nil, fmt.Errorf("stream %s: %w before the agent took the call", s.identity, cancelErr)
+					wait = ackGrace
+					continue
 				}
 				if err := s.cancel(); err != nil {
 					return nil, fmt.Errorf("stream %s: %w; %w", s.identity, cancelErr, err)
 				}
-				readCtx, wait = context.WithoutCancel(ctx), 3*HeartbeatInterval
+				canceled = true
 				continue
 			}
 			if s.instance != "" {
 				return nil, fmt.Errorf("stream %s: instance %s: %w", s.identity, s.instance, err)
+			}
+			if cancelErr != nil {
+				return nil, fmt.Errorf("stream %s: %w before the agent took the call", s.identity, cancelErr)
 			}
 			return nil, fmt.Errorf("stream %s: %w", s.identity, err)
 		}
@@ -155,11 +167,25 @@ func (s *callStream) run(ctx context.Context) (*ToolReply, error) {
 		if done {
 			return reply, cancelErr
 		}
-		if cancelErr == nil {
+		switch {
+		case cancelErr == nil:
 			wait = 3 * HeartbeatInterval
+		case !canceled && s.instance != "":
+			// The ack came after the caller gave up.
+			if err := s.cancel(); err != nil {
+				return nil, fmt.Errorf("stream %s: %w; %w", s.identity, cancelErr, err)
+			}
+			canceled, wait = true, 3*HeartbeatInterval
 		}
 	}
 }
+
+// ackGrace is how long a caller that gives up before the ack waits for it,
+// to send a cancel rather than leave the agent to find out at its next
+// heartbeat. An agent holds an accepted stream's ack up to 20 ms; the rest
+// is for a busy machine. A call still queued for a slot gets no ack in
+// this time, and the agent finds out with its first message.
+const ackGrace = time.Second
 
 // handle takes one message, returning the final reply once it comes.
 func (s *callStream) handle(raw []byte) (*ToolReply, bool, error) {

@@ -119,7 +119,7 @@ func (s *Server) runStream(out *streamOut, t tool.Tool, req *a2a.ToolRequest) ca
 	s.streams.add(req.ID, &running{caller: req.Sender.Name, cancel: cancel})
 	defer s.streams.remove(req.ID)
 
-	out.accept()
+	out.accept(cancel)
 	live := &liveOutput{out: out, cancel: cancel}
 	stop := live.start()
 	reply, rec := s.call(ctx, t, req, live)
@@ -190,8 +190,10 @@ func (o *streamOut) ack(accepted bool, reason string) {
 }
 
 // accept acks the call, once its slot is taken: the ack goes out with the
-// next message, or on its own after [ackHold], whichever comes first.
-func (o *streamOut) accept() {
+// next message, or on its own after [ackHold], whichever comes first. A
+// held ack that goes out on its own and finds the caller gone stops the
+// call through stop.
+func (o *streamOut) accept(stop context.CancelCauseFunc) {
 	o.mu.Lock()
 	o.ackDue = true
 	// Nothing is due for a heartbeat yet: the hold counts as sent.
@@ -200,14 +202,18 @@ func (o *streamOut) accept() {
 	o.ackTimer = time.AfterFunc(ackHold, func() {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		o.sendAck()
+		if err := o.sendAck(); err != nil {
+			stop(err)
+		}
 	})
 }
 
-// sendAck sends the held ack, if it is still due. mu must be held.
-func (o *streamOut) sendAck() {
+// sendAck sends the held ack, if it is still due, as any message is sent
+// (a probe when one is due: a call that waited long for its slot learns
+// at once that its caller left). mu must be held.
+func (o *streamOut) sendAck() error {
 	if !o.ackDue {
-		return
+		return nil
 	}
 	o.ackDue = false
 	o.seq++
@@ -217,12 +223,9 @@ func (o *streamOut) sendAck() {
 	data, err := a2a.Encode(ack)
 	if err != nil {
 		o.s.log.Error("encoding stream message", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
-		return
+		return nil
 	}
-	o.lastSent = time.Now()
-	if err := o.r.Send(data); err != nil {
-		o.s.log.Error("sending stream ack", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
-	}
+	return o.publish(data)
 }
 
 // final sends the final reply, cutting output that would not fit, as the
@@ -233,7 +236,8 @@ func (o *streamOut) final(reply *a2a.ToolReply) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.sendAck()
+	// The final reply goes out whatever the ack's probe found.
+	_ = o.sendAck()
 	o.seq++
 	a2a.StampReply(reply, o.req, o.s.self)
 	reply.Sequence = o.seq
@@ -251,7 +255,9 @@ func (o *streamOut) final(reply *a2a.ToolReply) {
 func (o *streamOut) send(m a2a.Message) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.sendAck()
+	if err := o.sendAck(); err != nil {
+		return err
+	}
 	o.seq++
 	a2a.StampReply(m, o.req, o.s.self)
 	setSequence(m, o.seq)
@@ -260,13 +266,19 @@ func (o *streamOut) send(m a2a.Message) error {
 		o.s.log.Error("encoding stream message", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
 		return nil
 	}
+	return o.publish(data)
+}
+
+// publish sends one encoded message of the stream, as a probe when the
+// last was a heartbeat interval ago. mu must be held.
+func (o *streamOut) publish(data []byte) error {
 	now := time.Now()
 	o.lastSent = now
 	if now.Sub(o.lastProbe) < a2a.HeartbeatInterval {
 		return o.r.Send(data)
 	}
 	o.lastProbe = now
-	err = o.r.Probe(data, a2a.HeartbeatInterval)
+	err := o.r.Probe(data, a2a.HeartbeatInterval)
 	switch {
 	case errors.Is(err, natsbus.ErrCallerGone):
 		return errCallerGone

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -316,4 +317,30 @@ func headerOf(m a2a.Message) a2a.Header {
 		return m.Header
 	}
 	return a2a.Header{}
+}
+
+// TestStreamCancelBeforeAck gives up on a streamed call before anything of
+// it arrived (its context is cancelled from the start): the caller waits
+// for the ack, which the agent may hold a moment, and cancels then, so
+// the command is stopped at once and the final reply says so, instead of
+// the agent finding out at its first heartbeat.
+func TestStreamCancelBeforeAck(t *testing.T) {
+	_, c, _ := serveDemo(t, server.Config{}, fiskapp.Options{})
+	if ok, err := c.Streams(t.Context(), "demo"); err != nil || !ok {
+		t.Fatalf("Streams: got %v, %v", ok, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	start := time.Now()
+	reply, err := c.StreamTool(ctx, "demo", "sleep", json.RawMessage(`{"duration":"1m"}`), nil)
+	if !errors.Is(err, context.Canceled) || reply == nil || !reply.IsError || !strings.Contains(reply.Output, "canceled") {
+		t.Fatalf("got reply %+v, error %v, want the final reply saying canceled and ctx's error", reply, err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the canceled call took %s", d)
+	}
+	// The slot is free again.
+	if r := callTool(t, c, "demo", "echo", `{"message":"after"}`); r.IsError || r.Output != "after\n" {
+		t.Errorf("after the cancel: got %+v, want the echo", r)
+	}
 }
