@@ -136,10 +136,9 @@ func (s *callStream) run(ctx context.Context) (*ToolReply, error) {
 			if cancelErr == nil && ctx.Err() != nil {
 				// The caller gave up: tell the agent, then wait for the
 				// reply that says it stopped. Without the ack there is
-				// no instance to tell yet, but it may be on its way (an
-				// agent holds it a moment to send it with the first
-				// output): wait briefly for it, so that the agent hears
-				// of the cancel now rather than at its next heartbeat.
+				// no instance to tell yet, but it may be on its way:
+				// wait briefly for it, so that the agent hears of the
+				// cancel now rather than at its next heartbeat.
 				cancelErr = ctx.Err()
 				readCtx, wait = context.WithoutCancel(ctx), 3*HeartbeatInterval
 				if s.instance == "" {
@@ -182,9 +181,9 @@ func (s *callStream) run(ctx context.Context) (*ToolReply, error) {
 
 // ackGrace is how long a caller that gives up before the ack waits for it,
 // to send a cancel rather than leave the agent to find out at its next
-// heartbeat. An agent holds an accepted stream's ack up to 20 ms; the rest
-// is for a busy machine. A call still queued for a slot gets no ack in
-// this time, and the agent finds out with its first message.
+// heartbeat: an agent acks as soon as the call has its slot, so this is
+// for a busy machine. A call still queued for a slot gets no ack in this
+// time, and the agent finds out with its first message.
 const ackGrace = time.Second
 
 // handle takes one message, returning the final reply once it comes.

@@ -22,15 +22,6 @@ const (
 	flushEvery = 100 * time.Millisecond
 )
 
-// ackHold is how long an accepted stream's ack waits to go out together
-// with the message that follows it: the first output, or the final reply
-// of a command that ends at once. Sent alone, the ack reaches the caller
-// while the command's process starts, and on a busy machine the caller's
-// work on it competes with that start for a CPU; sent together, the two
-// cost one write and one wake-up. The hold is far below anything a caller
-// reacts to, and the ack still comes first.
-const ackHold = 20 * time.Millisecond
-
 // errCanceledByCaller and errCallerGone say why a stream was stopped
 // before its command ended.
 var (
@@ -119,7 +110,7 @@ func (s *Server) runStream(out *streamOut, t tool.Tool, req *a2a.ToolRequest) ca
 	s.streams.add(req.ID, &running{caller: req.Sender.Name, cancel: cancel})
 	defer s.streams.remove(req.ID)
 
-	out.accept(cancel)
+	out.ack(true, "")
 	live := &liveOutput{out: out, cancel: cancel}
 	stop := live.start()
 	reply, rec := s.call(ctx, t, req, live)
@@ -170,74 +161,23 @@ type streamOut struct {
 	r   *natsbus.Request
 	req *a2a.ToolRequest
 
-	// ackTimer sends a held ack (see accept); set and stopped on the
-	// stream's own goroutine.
-	ackTimer *time.Timer
-
 	mu sync.Mutex
-	// seq, lastSent, lastProbe, misses and ackDue are guarded by mu.
+	// seq, lastSent, lastProbe and misses are guarded by mu.
 	seq       uint64
 	lastSent  time.Time
 	lastProbe time.Time
 	misses    int
-	// ackDue is set while the accepted ack waits to go out.
-	ackDue bool
 }
 
-// ack sends a refusal, the whole answer of a call that cannot start.
 func (o *streamOut) ack(accepted bool, reason string) {
 	_ = o.send(&a2a.Ack{Accepted: accepted, Reason: reason})
 }
 
-// accept acks the call, once its slot is taken: the ack goes out with the
-// next message, or on its own after [ackHold], whichever comes first. A
-// held ack that goes out on its own and finds the caller gone stops the
-// call through stop.
-func (o *streamOut) accept(stop context.CancelCauseFunc) {
-	o.mu.Lock()
-	o.ackDue = true
-	// Nothing is due for a heartbeat yet: the hold counts as sent.
-	o.lastSent = time.Now()
-	o.mu.Unlock()
-	o.ackTimer = time.AfterFunc(ackHold, func() {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		if err := o.sendAck(); err != nil {
-			stop(err)
-		}
-	})
-}
-
-// sendAck sends the held ack, if it is still due, as any message is sent
-// (a probe when one is due: a call that waited long for its slot learns
-// at once that its caller left). mu must be held.
-func (o *streamOut) sendAck() error {
-	if !o.ackDue {
-		return nil
-	}
-	o.ackDue = false
-	o.seq++
-	ack := &a2a.Ack{Accepted: true}
-	a2a.StampReply(ack, o.req, o.s.self)
-	ack.Sequence = o.seq
-	data, err := a2a.Encode(ack)
-	if err != nil {
-		o.s.log.Error("encoding stream message", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
-		return nil
-	}
-	return o.publish(data)
-}
-
 // final sends the final reply, cutting output that would not fit, as the
-// tool endpoint does; a held ack goes first.
+// tool endpoint does.
 func (o *streamOut) final(reply *a2a.ToolReply) {
-	if o.ackTimer != nil {
-		o.ackTimer.Stop()
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	// The final reply goes out whatever the ack's probe found.
-	_ = o.sendAck()
 	o.seq++
 	a2a.StampReply(reply, o.req, o.s.self)
 	reply.Sequence = o.seq
@@ -250,14 +190,11 @@ func (o *streamOut) final(reply *a2a.ToolReply) {
 	}
 }
 
-// send stamps, numbers and sends m, after a held ack; it reports the
-// caller gone when a probe finds no one on its inbox.
+// send stamps, numbers and sends m; it reports the caller gone when a
+// probe finds no one on its inbox.
 func (o *streamOut) send(m a2a.Message) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if err := o.sendAck(); err != nil {
-		return err
-	}
 	o.seq++
 	a2a.StampReply(m, o.req, o.s.self)
 	setSequence(m, o.seq)
@@ -266,19 +203,13 @@ func (o *streamOut) send(m a2a.Message) error {
 		o.s.log.Error("encoding stream message", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
 		return nil
 	}
-	return o.publish(data)
-}
-
-// publish sends one encoded message of the stream, as a probe when the
-// last was a heartbeat interval ago. mu must be held.
-func (o *streamOut) publish(data []byte) error {
 	now := time.Now()
 	o.lastSent = now
 	if now.Sub(o.lastProbe) < a2a.HeartbeatInterval {
 		return o.r.Send(data)
 	}
 	o.lastProbe = now
-	err := o.r.Probe(data, a2a.HeartbeatInterval)
+	err = o.r.Probe(data, a2a.HeartbeatInterval)
 	switch {
 	case errors.Is(err, natsbus.ErrCallerGone):
 		return errCallerGone

@@ -267,11 +267,10 @@ func streamMessages(t *testing.T, tr *natsbus.Transport, name, input string) ([]
 	}
 }
 
-// TestStreamAckFirst checks the wire order of a quick command, whose ack
-// goes out together with its output, and of a silent one, whose ack does
-// not wait for its end: ack (accepted, naming the instance) first,
-// sequence numbers from 1 without a gap, the output events adding up to
-// the final reply's output.
+// TestStreamAckFirst checks the wire order of a quick command and of a
+// silent one, whose ack does not wait for its end: ack (accepted, naming
+// the instance) first, sequence numbers from 1 without a gap, the output
+// events adding up to the final reply's output.
 func TestStreamAckFirst(t *testing.T) {
 	ns, _, _ := serveDemo(t, server.Config{Instance: "inst-a"}, fiskapp.Options{})
 	tr := natsbus.NewTransport(ns.Connect(t))
@@ -320,10 +319,10 @@ func headerOf(m a2a.Message) a2a.Header {
 }
 
 // TestStreamCancelBeforeAck gives up on a streamed call before anything of
-// it arrived (its context is cancelled from the start): the caller waits
-// for the ack, which the agent may hold a moment, and cancels then, so
-// the command is stopped at once and the final reply says so, instead of
-// the agent finding out at its first heartbeat.
+// it arrived (its context is cancelled from the start): the caller waits a
+// moment for the ack, which is on its way, and cancels then, so the
+// command is stopped at once and the final reply says so, instead of the
+// agent finding out at its first heartbeat.
 func TestStreamCancelBeforeAck(t *testing.T) {
 	_, c, _ := serveDemo(t, server.Config{}, fiskapp.Options{})
 	if ok, err := c.Streams(t.Context(), "demo"); err != nil || !ok {
