@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -135,6 +136,12 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		"queue_group", cfg.Identity,
 		"tools", strings.Join(names, ","),
 		"dropped", len(srv.Dropped()))
+	// Start-up leaves garbage behind (the application's introspection
+	// JSON, the schema compiler's work, the libraries' init): a few
+	// megabytes the runtime would otherwise keep resident for as long as
+	// the agent idles. Collect it and hand the pages back once, now that
+	// everything an idle agent holds is built.
+	debug.FreeOSMemory()
 
 	<-ctx.Done()
 	log.Info("stopping: draining in-flight calls", "agent", cfg.Identity, "timeout", c.DrainTimeout)

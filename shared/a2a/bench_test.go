@@ -172,3 +172,44 @@ func BenchmarkCardCacheMatch(b *testing.B) {
 		}
 	}
 }
+
+// benchStreamMessages are the messages a streamed call adds to a unary
+// one: the ack and an output event, stamped as the agent stamps them.
+func benchStreamMessages() (*Ack, *Event) {
+	req := NewToolRequest(alice, "bob", "disk_usage", benchInput)
+	self := Participant{Name: "bob", Instance: "bob-1"}
+	ack := &Ack{Accepted: true}
+	StampReply(ack, req, self)
+	ack.Sequence = 1
+	ev := &Event{Block: Block{Content: &TextBlock{Text: "12G\t/var/lib/containers/storage <ok> & \"done\"\n"}}}
+	StampReply(ev, req, self)
+	ev.Sequence = 2
+	return ack, ev
+}
+
+func BenchmarkEncodeStreamAckEvent(b *testing.B) {
+	ack, ev := benchStreamMessages()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Encode(ack); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Encode(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeStreamAckEvent(b *testing.B) {
+	ack, ev := benchStreamMessages()
+	ackData, evData := mustEncode(b, ack), mustEncode(b, ev)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Decode(ackData, &Ack{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := Decode(evData, &Event{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -100,12 +100,27 @@ func (v *validator) validate(protocol string, doc any) error {
 // Encode marshals m and validates the result against the schema of its
 // protocol id, and refuses a repeated key (which only raw JSON such as a
 // tool input can carry), so nothing leaves that a peer would reject. It
-// does not stamp: a message is stamped when it is built.
+// does not stamp: a message is stamped when it is built. Discovery
+// requests, acks and events of the forms fiskfleet sends are written
+// directly instead, valid by construction (see [appendHeader]).
 func Encode(m Message) ([]byte, error) {
-	if req, ok := m.(*DiscoveryRequest); ok {
-		if data, ok := appendDiscoveryRequest(nil, req); ok {
-			return data, nil
-		}
+	var (
+		data   []byte
+		direct bool
+	)
+	switch m := m.(type) {
+	case *DiscoveryRequest:
+		data, direct = appendDiscoveryRequest(nil, m)
+	case *Ack:
+		data, direct = appendAck(nil, m)
+	case *Event:
+		data, direct = appendEvent(nil, m)
+	}
+	switch {
+	case direct && len(data) > MaxMessageSize:
+		return nil, fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrTooLarge, m.ProtocolID(), len(data), MaxMessageSize)
+	case direct:
+		return data, nil
 	}
 	data, err := json.Marshal(m)
 	if err != nil {
@@ -129,10 +144,15 @@ func Encode(m Message) ([]byte, error) {
 // key refused in that same pass; the protocol id it names must be the one
 // m expects (a body mislabelled as another kind is refused however valid
 // it is); the parsed body is validated against that id's schema; and only
-// then is it unmarshalled into m.
+// then is it unmarshalled into m. Discovery requests, acks and events of
+// the forms fiskfleet sends are read directly from the parsed body instead,
+// accepting only what the schema accepts (see [headerOnly]).
 func Decode(data []byte, m Message) error {
 	if isHeaderOnly(m) {
 		return decodeHeader(data, m.header(), m.ProtocolID(), mustValidator().byProtocol[m.ProtocolID()])
+	}
+	if decodeDirect(data, m) {
+		return nil
 	}
 	return decodeAs(data, m, m.ProtocolID(), mustValidator().byProtocol[m.ProtocolID()])
 }
@@ -182,6 +202,35 @@ func decodeAs(data []byte, v any, want string, schema *jsonschema.Schema) error 
 		return fmt.Errorf("%w: decoding %s: %w", ErrInvalidMessage, protocol, err)
 	}
 	return nil
+}
+
+// decodeDirect decodes the stream messages fiskfleet sends (see
+// [ackDirect] and [eventDirect]) into m without the schema, and reports
+// whether it could; m is left alone when it could not.
+func decodeDirect(data []byte, m Message) bool {
+	switch m.(type) {
+	case *Ack, *Event:
+	default:
+		return false
+	}
+	if len(data) > MaxMessageSize {
+		return false
+	}
+	doc, err := parse(data)
+	if err != nil {
+		return false
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return false
+	}
+	switch m := m.(type) {
+	case *Ack:
+		return ackDirect(obj, m)
+	case *Event:
+		return eventDirect(obj, m)
+	}
+	return false
 }
 
 // isHeaderOnly reports whether m's kind carries nothing but the header.

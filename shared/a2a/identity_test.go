@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -45,5 +46,30 @@ func TestValidIdentity(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestValidIdentityMatchesPattern checks the hand-written check against the
+// pattern itself, compiled as a regexp, on every short string over an
+// alphabet of allowed and refused bytes, and on lengths around the limit.
+func TestValidIdentityMatchesPattern(t *testing.T) {
+	re := regexp.MustCompile(IdentityPattern)
+	alphabet := []string{"a", "Z", "0", "9", "_", "-", ".", " ", "\n", "ø", "\x00", "`", "{", "@", "[", "/", ":"}
+	check := func(s string) {
+		if got, want := ValidIdentity(s), re.MatchString(s); got != want {
+			t.Errorf("ValidIdentity(%q): got %v, the pattern says %v", s, got, want)
+		}
+	}
+	check("")
+	for _, a := range alphabet {
+		for _, b := range alphabet {
+			check(a)
+			check(a + b)
+			check("x" + a + b)
+		}
+	}
+	for n := 60; n <= 70; n++ {
+		check(strings.Repeat("a", n))
+		check(strings.Repeat("a", n-1) + ".")
 	}
 }

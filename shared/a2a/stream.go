@@ -124,7 +124,10 @@ func (s *callStream) run(ctx context.Context) (*ToolReply, error) {
 	if d, ok := ctx.Deadline(); ok {
 		ackWait = time.Until(d)
 	}
-	var cancelErr error
+	var (
+		cancelErr error
+		canceled  bool // the cancel is sent
+	)
 	wait := ackWait
 	readCtx := ctx
 	for {
@@ -132,19 +135,27 @@ func (s *callStream) run(ctx context.Context) (*ToolReply, error) {
 		if err != nil {
 			if cancelErr == nil && ctx.Err() != nil {
 				// The caller gave up: tell the agent, then wait for the
-				// reply that says it stopped.
+				// reply that says it stopped. Without the ack there is
+				// no instance to tell yet, but it may be on its way:
+				// wait briefly for it, so that the agent hears of the
+				// cancel now rather than at its next heartbeat.
 				cancelErr = ctx.Err()
+				readCtx, wait = context.WithoutCancel(ctx), 3*HeartbeatInterval
 				if s.instance == "" {
-					return nil, fmt.Errorf("stream %s: %w before the agent took the call", s.identity, cancelErr)
+					wait = ackGrace
+					continue
 				}
 				if err := s.cancel(); err != nil {
 					return nil, fmt.Errorf("stream %s: %w; %w", s.identity, cancelErr, err)
 				}
-				readCtx, wait = context.WithoutCancel(ctx), 3*HeartbeatInterval
+				canceled = true
 				continue
 			}
 			if s.instance != "" {
 				return nil, fmt.Errorf("stream %s: instance %s: %w", s.identity, s.instance, err)
+			}
+			if cancelErr != nil {
+				return nil, fmt.Errorf("stream %s: %w before the agent took the call", s.identity, cancelErr)
 			}
 			return nil, fmt.Errorf("stream %s: %w", s.identity, err)
 		}
@@ -155,22 +166,34 @@ func (s *callStream) run(ctx context.Context) (*ToolReply, error) {
 		if done {
 			return reply, cancelErr
 		}
-		if cancelErr == nil {
+		switch {
+		case cancelErr == nil:
 			wait = 3 * HeartbeatInterval
+		case !canceled && s.instance != "":
+			// The ack came after the caller gave up.
+			if err := s.cancel(); err != nil {
+				return nil, fmt.Errorf("stream %s: %w; %w", s.identity, cancelErr, err)
+			}
+			canceled, wait = true, 3*HeartbeatInterval
 		}
 	}
 }
 
+// ackGrace is how long a caller that gives up before the ack waits for it,
+// to send a cancel rather than leave the agent to find out at its next
+// heartbeat: an agent acks as soon as the call has its slot, so this is
+// for a busy machine. A call still queued for a slot gets no ack in this
+// time, and the agent finds out with its first message.
+const ackGrace = time.Second
+
 // handle takes one message, returning the final reply once it comes.
 func (s *callStream) handle(raw []byte) (*ToolReply, bool, error) {
-	var head struct {
-		Protocol string `json:"protocol"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
+	protocol, err := streamProtocol(raw)
+	if err != nil {
 		return nil, false, fmt.Errorf("stream %s: %w: %w", s.identity, ErrInvalidMessage, err)
 	}
 	var m Message
-	switch head.Protocol {
+	switch protocol {
 	case ProtocolAck:
 		m = &Ack{}
 	case ProtocolEvent:
@@ -178,7 +201,7 @@ func (s *callStream) handle(raw []byte) (*ToolReply, bool, error) {
 	case ProtocolToolReply:
 		m = &ToolReply{}
 	default:
-		return nil, false, fmt.Errorf("stream %s: %w: a %q message", s.identity, ErrStreamBroken, head.Protocol)
+		return nil, false, fmt.Errorf("stream %s: %w: a %q message", s.identity, ErrStreamBroken, protocol)
 	}
 	if err := Decode(raw, m); err != nil {
 		return nil, false, fmt.Errorf("stream %s: %w", s.identity, err)
@@ -218,6 +241,32 @@ func (s *callStream) handle(raw []byte) (*ToolReply, bool, error) {
 		return m, true, nil
 	}
 	return nil, false, nil
+}
+
+// streamPrefixes are how the messages of a stream begin as fiskfleet
+// writes them, protocol first.
+var streamPrefixes = [...]string{
+	`{"protocol":"` + ProtocolEvent + `",`,
+	`{"protocol":"` + ProtocolAck + `",`,
+	`{"protocol":"` + ProtocolToolReply + `",`,
+}
+
+// streamProtocol returns the protocol id a stream message names: read off
+// its first bytes when it begins as fiskfleet writes it, else from the
+// whole message. Either way [Decode] checks the message against it.
+func streamProtocol(raw []byte) (string, error) {
+	for _, p := range streamPrefixes {
+		if len(raw) > len(p) && string(raw[:len(p)]) == p {
+			return p[len(`{"protocol":"`) : len(p)-2], nil
+		}
+	}
+	var head struct {
+		Protocol string `json:"protocol"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return "", err
+	}
+	return head.Protocol, nil
 }
 
 // cancel asks the instance running the call to stop it.

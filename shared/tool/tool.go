@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"regexp"
 	"time"
 )
 
@@ -34,8 +33,11 @@ const (
 )
 
 // namePattern is the MCP tool name rule; A2A uses the same so a tool served
-// on one surface can be imported onto the other.
-var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// on one surface can be imported onto the other. [ValidName] checks it
+// without a compiled regexp: the bounded repetition compiles to a program
+// of some 60 KB, held by every process from start to end for one check of
+// each name.
+const namePattern = `^[a-zA-Z0-9_-]{1,64}$`
 
 // ReasonEmptyDescription is why every server drops a tool whose model
 // description is empty (a command with no help and no tags): a model has
@@ -44,10 +46,22 @@ var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 const ReasonEmptyDescription = "empty description: a model has nothing to decide on"
 
 // ValidName reports whether name can be served as a tool name.
-func ValidName(name string) bool { return namePattern.MatchString(name) }
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // NamePattern returns the tool name pattern as text, for error messages.
-func NamePattern() string { return namePattern.String() }
+func NamePattern() string { return namePattern }
 
 // Exposure is the set of surfaces a tool may ever be served on. It is the
 // ceiling: operator allowlists can only narrow it. The zero value is

@@ -15,7 +15,9 @@
 // next message as a request instead of a plain publish ([Request.Probe]),
 // and the caller's [Stream] answers it as it reads; "no responders" means
 // the caller's inbox is gone (the caller was killed or gave up), and three
-// unanswered probes in a row mean it is stuck. The caller, for its part,
+// unanswered probes in a row mean it is stuck. A transport's streams share
+// one wildcard inbox subscription, which answers a probe for a stream no
+// longer open with that same no-responders status. The caller, for its part,
 // treats three heartbeat intervals with no message as a dead instance.
 package natsbus
 
@@ -23,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -65,6 +68,11 @@ type Transport struct {
 	nc            *nats.Conn
 	timeout       time.Duration
 	reconnectWait time.Duration
+
+	// mux is the shared inbox of the transport's streamed calls, made on
+	// the first; guarded by muxMu.
+	muxMu sync.Mutex
+	mux   *inboxMux
 }
 
 // Option configures a [Transport].

@@ -13,8 +13,13 @@ package server_test
 // against. ServerDiscover is a discovery round trip to the same server.
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +109,105 @@ func BenchmarkExecEchoDirect(b *testing.B) {
 			b.Fatalf("exec %v: %v, output %q", argv, err, out)
 		}
 	}
+}
+
+// BenchmarkServerStreamEcho is BenchmarkServerCallEcho as a streamed call
+// (ack, output event, final reply): read against ServerCallEcho, it is the
+// price of streaming a call that ends at once.
+func BenchmarkServerStreamEcho(b *testing.B) {
+	_, c, _ := serveDemo(b, server.Config{Identity: "bench"}, fiskapp.Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := c.StreamTool(b.Context(), "bench", "echo", benchEchoInput, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.IsError || r.Output != "hi\n" {
+			b.Fatalf("reply: got %+v", r)
+		}
+	}
+}
+
+// BenchmarkServerStreamOverCall alternates a unary and a streamed echo on
+// one server and reports the streamed call's median over the unary one's
+// (stream/call-p50): load from elsewhere on the machine falls on both
+// alike, which two separate benchmarks cannot promise.
+func BenchmarkServerStreamOverCall(b *testing.B) {
+	_, c, _ := serveDemo(b, server.Config{Identity: "bench"}, fiskapp.Options{})
+	var unary, streamed []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		r, err := c.CallTool(b.Context(), "bench", "echo", benchEchoInput)
+		unary = append(unary, time.Since(start))
+		if err != nil || r.IsError || r.Output != "hi\n" {
+			b.Fatalf("call: got %+v, %v", r, err)
+		}
+		start = time.Now()
+		r, err = c.StreamTool(b.Context(), "bench", "echo", benchEchoInput, nil)
+		streamed = append(streamed, time.Since(start))
+		if err != nil || r.IsError || r.Output != "hi\n" {
+			b.Fatalf("stream: got %+v, %v", r, err)
+		}
+	}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2])
+	}
+	b.ReportMetric(median(streamed)/median(unary), "stream/call-p50")
+}
+
+// BenchmarkServerFirstEvent alternates a direct exec of the demo's ticker,
+// timed to its first line, with a streamed call of it timed to its first
+// output event, and reports the ratio of their medians
+// (first-event/first-line-p50). Each run is stopped once its first line is
+// in: killed, or cancelled over A2A.
+func BenchmarkServerFirstEvent(b *testing.B) {
+	_, c, _ := serveDemo(b, server.Config{Identity: "bench"}, fiskapp.Options{})
+	input := json.RawMessage(`{"every":"1m","count":2}`)
+	argv, err := fisktest.DemoCommand(b, "ticker").Argv(input)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var direct, streamed []time.Duration
+	for b.Loop() {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		direct = append(direct, time.Since(start))
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if err != nil || !strings.HasPrefix(line, "tick 1 ") {
+			b.Fatalf("first line: got %q, %v", line, err)
+		}
+
+		ctx, cancel := context.WithCancel(b.Context())
+		var first time.Duration
+		start = time.Now()
+		_, err = c.StreamTool(ctx, "bench", "ticker", input, func(string) {
+			if first == 0 {
+				first = time.Since(start)
+				cancel()
+			}
+		})
+		cancel()
+		if first == 0 || !errors.Is(err, context.Canceled) {
+			b.Fatalf("stream: first event after %v, then %v", first, err)
+		}
+		streamed = append(streamed, first)
+	}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2])
+	}
+	b.ReportMetric(median(streamed)/median(direct), "first-event/first-line-p50")
+	b.ReportMetric(median(direct)/1e3, "first-line-p50-µs")
+	b.ReportMetric(median(streamed)/1e3, "first-event-p50-µs")
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -223,5 +224,122 @@ func TestStreamHostileInput(t *testing.T) {
 	}
 	if r := callTool(t, c, "demo", "echo", `{"message":"still"}`); r.Output != "still\n" {
 		t.Errorf("after the attack: got %+v, want the echo", r)
+	}
+}
+
+// streamMessages sends a stream request for name with input over a bare
+// transport and returns every message of the stream, decoded, with when
+// each arrived.
+func streamMessages(t *testing.T, tr *natsbus.Transport, name, input string) ([]a2a.Message, []time.Time) {
+	t.Helper()
+	data, err := a2a.Encode(a2a.NewToolRequest(a2a.Participant{Name: "tester"}, "demo", name, json.RawMessage(input)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tr.OpenStream(t.Context(), "demo", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var msgs []a2a.Message
+	var at []time.Time
+	for {
+		raw, err := s.Next(t.Context(), 20*time.Second)
+		if err != nil {
+			t.Fatalf("after %d messages: %v", len(msgs), err)
+		}
+		var m a2a.Message
+		switch {
+		case strings.Contains(string(raw), a2a.ProtocolAck):
+			m = &a2a.Ack{}
+		case strings.Contains(string(raw), a2a.ProtocolEvent):
+			m = &a2a.Event{}
+		default:
+			m = &a2a.ToolReply{}
+		}
+		if err := a2a.Decode(raw, m); err != nil {
+			t.Fatalf("message %d %s: %v", len(msgs), raw, err)
+		}
+		msgs, at = append(msgs, m), append(at, time.Now())
+		if _, ok := m.(*a2a.ToolReply); ok {
+			return msgs, at
+		}
+	}
+}
+
+// TestStreamAckFirst checks the wire order of a quick command and of a
+// silent one, whose ack does not wait for its end: ack (accepted, naming
+// the instance) first, sequence numbers from 1 without a gap, the output
+// events adding up to the final reply's output.
+func TestStreamAckFirst(t *testing.T) {
+	ns, _, _ := serveDemo(t, server.Config{Instance: "inst-a"}, fiskapp.Options{})
+	tr := natsbus.NewTransport(ns.Connect(t))
+	for _, tt := range []struct{ name, input string }{
+		{"echo", `{"message":"hi"}`},
+		{"sleep", `{"duration":"3s"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs, at := streamMessages(t, tr, tt.name, tt.input)
+			ack, ok := msgs[0].(*a2a.Ack)
+			if !ok || !ack.Accepted || ack.Sender.Instance != "inst-a" {
+				t.Fatalf("first message: got %+v, want an accepted ack naming inst-a", msgs[0])
+			}
+			var out strings.Builder
+			for i, m := range msgs {
+				if seq := headerOf(m).Sequence; seq != uint64(i+1) {
+					t.Errorf("message %d: sequence %d, want %d", i, seq, i+1)
+				}
+				if ev, ok := m.(*a2a.Event); ok {
+					if text, ok := ev.Block.Content.(*a2a.TextBlock); ok {
+						out.WriteString(text.Text)
+					}
+				}
+			}
+			reply := msgs[len(msgs)-1].(*a2a.ToolReply)
+			if reply.IsError || out.String() != reply.Output {
+				t.Errorf("output events %q, final reply %+v", out.String(), reply)
+			}
+			if tt.name == "sleep" && at[len(at)-1].Sub(at[0]) < time.Second {
+				t.Errorf("the ack of a 3s silent command came %s before its reply, want it at the start", at[len(at)-1].Sub(at[0]))
+			}
+		})
+	}
+}
+
+func headerOf(m a2a.Message) a2a.Header {
+	switch m := m.(type) {
+	case *a2a.Ack:
+		return m.Header
+	case *a2a.Event:
+		return m.Header
+	case *a2a.ToolReply:
+		return m.Header
+	}
+	return a2a.Header{}
+}
+
+// TestStreamCancelBeforeAck gives up on a streamed call before anything of
+// it arrived (its context is cancelled from the start): the caller waits a
+// moment for the ack, which is on its way, and cancels then, so the
+// command is stopped at once and the final reply says so, instead of the
+// agent finding out at its first heartbeat.
+func TestStreamCancelBeforeAck(t *testing.T) {
+	_, c, _ := serveDemo(t, server.Config{}, fiskapp.Options{})
+	if ok, err := c.Streams(t.Context(), "demo"); err != nil || !ok {
+		t.Fatalf("Streams: got %v, %v", ok, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	start := time.Now()
+	reply, err := c.StreamTool(ctx, "demo", "sleep", json.RawMessage(`{"duration":"1m"}`), nil)
+	if !errors.Is(err, context.Canceled) || reply == nil || !reply.IsError || !strings.Contains(reply.Output, "canceled") {
+		t.Fatalf("got reply %+v, error %v, want the final reply saying canceled and ctx's error", reply, err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the canceled call took %s", d)
+	}
+	// The slot is free again.
+	if r := callTool(t, c, "demo", "echo", `{"message":"after"}`); r.IsError || r.Output != "after\n" {
+		t.Errorf("after the cancel: got %+v, want the echo", r)
 	}
 }
