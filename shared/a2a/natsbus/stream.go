@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // StreamSubject is the subject an identity answers streamed calls on.
@@ -95,7 +96,8 @@ func (t *Transport) OpenStream(ctx context.Context, identity string, data []byte
 	// The output of one call is bounded by the agent's output cap, but a
 	// slow reader must never lose the final reply: no pending limit.
 	_ = sub.SetPendingLimits(-1, -1)
-	if err := t.nc.PublishRequest(subject, inbox, data); err != nil {
+	msg := &nats.Msg{Subject: subject, Reply: inbox, Data: data, Header: tracing.InjectNATS(ctx, nil)}
+	if err := t.nc.PublishMsg(msg); err != nil {
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("requesting %s: %w", subject, err)
 	}
