@@ -206,6 +206,8 @@ func Setup(ctx context.Context, opts Options) (*Provider, error) {
 	)
 	p := NewProvider(sdk)
 	p.protocol = protocol
+	name, _ := res.Set().Value("service.name")
+	log.Info("exporting traces over OTLP", "service", name.Emit(), "protocol", protocol)
 	return p, nil
 }
 

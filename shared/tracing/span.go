@@ -31,6 +31,7 @@ const (
 	AttrExitCode = attribute.Key("fiskfleet.exit_code")
 	AttrStream   = attribute.Key("fiskfleet.stream")
 	AttrApproved = attribute.Key("fiskfleet.approved")
+	AttrApproval = attribute.Key("fiskfleet.approval")
 	AttrMethod   = attribute.Key("mcp.method.name")
 )
 
@@ -41,6 +42,10 @@ var propagator = propagation.TraceContext{}
 // nop is the span of a process that does not trace. noop.Span is an empty
 // struct, so handing it out allocates nothing.
 var nop trace.Span = noop.Span{}
+
+// Nop returns the span that records nothing, for a path that starts no
+// span when tracing is off.
+func Nop() trace.Span { return nop }
 
 // Start starts a span named name as a child of ctx's span, or, with a nil
 // tracer (tracing off), returns ctx and a span that records nothing,
