@@ -19,7 +19,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
-	"github.com/fiskfleet/fiskfleet/shared/tracing"
+	"github.com/fiskfleet/fiskfleet/shared/tracing/otlp"
 )
 
 // env is what commands write to, bound by main so tests of the binary see
@@ -85,7 +85,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		log.Info("tool not loaded", "agent", cfg.Identity, "tool", d.Name, "reason", d.Reason)
 	}
 	sc := serverConfig(cfg, e.version, log)
-	tp, err := tracing.Setup(ctx, tracing.Options{Service: "a2a-agent", Logger: log})
+	tp, err := otlp.Setup(ctx, otlp.Options{Service: "a2a-agent", Logger: log})
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 const traceFlushTimeout = 5 * time.Second
 
 // flushTraces exports the spans still batched, within traceFlushTimeout.
-func flushTraces(tp *tracing.Provider, log *slog.Logger) {
+func flushTraces(tp *otlp.Provider, log *slog.Logger) {
 	if !tp.Enabled() {
 		return
 	}

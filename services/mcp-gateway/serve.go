@@ -17,7 +17,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
-	"github.com/fiskfleet/fiskfleet/shared/tracing"
+	"github.com/fiskfleet/fiskfleet/shared/tracing/otlp"
 )
 
 // env is what commands read and write besides their flags, bound by main so
@@ -86,7 +86,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		}
 	}
 
-	tp, err := tracing.Setup(ctx, tracing.Options{Service: "mcp-gateway", Logger: log, Getenv: func(k string) string {
+	tp, err := otlp.Setup(ctx, otlp.Options{Service: "mcp-gateway", Logger: log, Getenv: func(k string) string {
 		v, _ := e.lookupEnv(k)
 		return v
 	}})
@@ -168,7 +168,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 const traceFlushTimeout = 5 * time.Second
 
 // flushTraces exports the spans still batched, within traceFlushTimeout.
-func flushTraces(tp *tracing.Provider, log *slog.Logger) {
+func flushTraces(tp *otlp.Provider, log *slog.Logger) {
 	if !tp.Enabled() {
 		return
 	}

@@ -1,3 +1,9 @@
+// Package tracing carries the W3C trace context across the hops the fleet
+// owns (NATS message headers, an MCP request's _meta and HTTP headers) and
+// starts spans on a tracer that may be nil: nil is tracing off, and then
+// nothing is started, read, written or allocated. It depends on the
+// OpenTelemetry API only; package otlp sets the SDK up from the OTEL_*
+// environment.
 package tracing
 
 import (

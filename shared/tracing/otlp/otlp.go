@@ -1,15 +1,17 @@
-// Package tracing sets a process's OpenTelemetry tracing up from the
-// standard OTEL_* environment variables, and carries the W3C trace context
-// across the hops the fleet owns: NATS message headers, and an MCP
-// request's _meta.
+// Package otlp sets a service's OpenTelemetry tracing up from the
+// standard OTEL_* environment variables: the SDK, a batch span processor
+// and the OTLP exporter over grpc or http/protobuf. Only the services'
+// main packages import it; the shared libraries depend on the
+// OpenTelemetry API alone (see package tracing), so a program that never
+// exports does not link the SDK through them.
 //
 // Tracing is off unless an OTLP endpoint is named
 // (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or
 // OTEL_TRACES_EXPORTER is otlp. Off means no SDK at all: [Setup] returns a
-// [Provider] whose [Provider.Tracer] is nil, and the helpers here do
-// nothing for a nil tracer, without allocating, so a process that does not
-// trace pays a nil check per span it would have started.
-package tracing
+// [Provider] whose [Provider.Tracer] is nil, and the helpers of package
+// tracing do nothing for a nil tracer, without allocating, so a process
+// that does not trace pays a nil check per span it would have started.
+package otlp
 
 import (
 	"context"
@@ -84,7 +86,7 @@ type Provider struct {
 }
 
 // Tracer returns the tracer spans are started with, or nil when tracing is
-// off. The helpers of this package ([Start]) take the nil as "do nothing".
+// off. The helpers of package tracing take the nil as "do nothing".
 func (p *Provider) Tracer() trace.Tracer {
 	if p == nil {
 		return nil
