@@ -3,6 +3,7 @@ package otlp_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,53 @@ func TestSetupExports(t *testing.T) {
 			}
 			if err := p.Shutdown(t.Context()); err != nil {
 				t.Fatalf("second Shutdown: %v", err)
+			}
+		})
+	}
+}
+
+// TestStuckCollector: a collector that accepts connections and never
+// answers neither blocks the spans being ended (the batch processor
+// exports in the background) nor holds Shutdown past its context.
+func TestStuckCollector(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		close(held)
+		for c := range held {
+			_ = c.Close()
+		}
+	})
+	for _, protocol := range []string{otlp.ProtocolHTTP, otlp.ProtocolGRPC} {
+		t.Run(protocol, func(t *testing.T) {
+			t.Setenv(otlp.EnvEndpoint, "http://"+ln.Addr().String())
+			t.Setenv(otlp.EnvProtocol, protocol)
+			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+			p, err := otlp.Setup(t.Context(), otlp.Options{Service: "stuck"})
+			if err != nil {
+				t.Fatalf("Setup: %v", err)
+			}
+			for range 5000 {
+				_, span := tracing.Start(t.Context(), p.Tracer(), "call", trace.SpanKindServer)
+				span.End()
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			defer cancel()
+			if err := p.Shutdown(ctx); err == nil {
+				t.Fatal("Shutdown: got nil, want the deadline's error with the spans unexported")
 			}
 		})
 	}

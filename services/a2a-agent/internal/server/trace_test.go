@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 )
 
@@ -177,4 +179,46 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestTraceHostileHeaders: a caller on the bus sending a malformed,
+// oversized or forged-looking trace context still gets its call answered,
+// and the agent starts a trace of its own instead of continuing garbage.
+func TestTraceHostileHeaders(t *testing.T) {
+	tracer, exp := inMemoryTracing(t)
+	ns, _, _ := serveDemo(t, server.Config{Identity: "hostile", Tracer: tracer}, fiskapp.Options{})
+	nc := ns.Connect(t)
+	for _, tp := range []string{
+		"not-a-traceparent",
+		"00-00000000000000000000000000000000-0000000000000000-01",
+		"00-" + strings.Repeat("a", 32) + "-" + strings.Repeat("b", 16) + "-01-extra",
+		strings.Repeat("x", 60000),
+	} {
+		exp.Reset()
+		msg := nats.NewMsg(natsbus.ToolSubject("hostile"))
+		msg.Header.Set("traceparent", tp)
+		msg.Header.Set("tracestate", strings.Repeat("k=v,", 5000))
+		msg.Data = mustJSON(t, validRequest(t, "hostile", "echo", `{"message":"hi"}`))
+		reply, err := nc.RequestMsg(msg, 20*time.Second)
+		if err != nil {
+			t.Fatalf("traceparent %.40q: %v", tp, err)
+		}
+		tr := &a2a.ToolReply{}
+		if err := a2a.Decode(reply.Data, tr); err != nil || tr.IsError {
+			t.Fatalf("traceparent %.40q: got %v / %+v, want the call answered", tp, err, tr)
+		}
+		var req tracetest.SpanStub
+		deadline := time.Now().Add(10 * time.Second)
+		for req.Name == "" && time.Now().Before(deadline) {
+			for _, s := range exp.GetSpans() {
+				if s.Name == "a2a tool" {
+					req = s
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if req.Name == "" || req.Parent.IsValid() {
+			t.Fatalf("traceparent %.40q: got request span %q with parent %v, want a root span", tp, req.Name, req.Parent)
+		}
+	}
 }
