@@ -259,27 +259,34 @@ func TestTraceAcrossFleet(t *testing.T) {
 	}
 }
 
-// TestTraceOffByDefault: with no OTEL_* variable naming an endpoint (only
-// the service name set, which alone does not turn tracing on) the same
-// call, from a client that sends a traceparent, sends no header on the
-// bus, and neither process sets up an exporter.
+// TestTraceOffByDefault: with no OTEL_* variable at all, and with only
+// variables that name no endpoint (the service name and the protocol,
+// which alone do not turn tracing on), the same call from a client that
+// sends a traceparent sends no header on the bus, and neither process
+// sets up an exporter.
 func TestTraceOffByDefault(t *testing.T) {
 	t.Parallel()
 	headers := map[string]string{tracing.TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
-	env := []string{"OTEL_SERVICE_NAME=nothing-to-see", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}
-	_, agent, gw, c, msgs := startTracedFleet(t, env, env, headers)
-	res := callMCP(t, c, "demo_echo", map[string]any{"message": "plain"})
-	if res.IsError {
-		t.Fatalf("tools/call demo_echo: got %s", mcpText(res))
-	}
-	msg, _ := nextRequest(t, msgs, "echo")
-	if len(msg.Header) != 0 {
-		t.Errorf("got headers %v on the bus, want none with tracing off", msg.Header)
-	}
-	for _, p := range []*fleettest.Process{agent, gw.Process} {
-		if strings.Contains(p.Stderr(), "exporting traces") {
-			t.Errorf("%s logged an exporter with tracing off:\n%s", p.Name, p.Stderr())
-		}
+	for name, env := range map[string][]string{
+		"no OTEL variable":     nil,
+		"no endpoint variable": {"OTEL_SERVICE_NAME=nothing-to-see", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_BSP_SCHEDULE_DELAY=10"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, agent, gw, c, msgs := startTracedFleet(t, env, env, headers)
+			res := callMCP(t, c, "demo_echo", map[string]any{"message": "plain"})
+			if res.IsError {
+				t.Fatalf("tools/call demo_echo: got %s", mcpText(res))
+			}
+			msg, _ := nextRequest(t, msgs, "echo")
+			if len(msg.Header) != 0 {
+				t.Errorf("got headers %v on the bus, want none with tracing off", msg.Header)
+			}
+			for _, p := range []*fleettest.Process{agent, gw.Process} {
+				if strings.Contains(p.Stderr(), "exporting traces") {
+					t.Errorf("%s logged an exporter with tracing off:\n%s", p.Name, p.Stderr())
+				}
+			}
+		})
 	}
 }
 
