@@ -20,6 +20,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
+	"github.com/fiskfleet/fiskfleet/shared/tracing/otlp"
 )
 
 // env is what commands write to, bound by main so tests of the binary see
@@ -85,6 +86,14 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		log.Info("tool not loaded", "agent", cfg.Identity, "tool", d.Name, "reason", d.Reason)
 	}
 	sc := serverConfig(cfg, e.version, log)
+	tp, err := otlp.Setup(ctx, otlp.Options{Service: "a2a-agent", Logger: log})
+	if err != nil {
+		return err
+	}
+	// Flushed last, after the drain, so the spans of the calls it let
+	// finish are exported too.
+	defer flushTraces(tp, log)
+	sc.Tracer = tp.Tracer()
 	if cfg.Expose.Agent.Metrics != nil {
 		sc.Metrics = ops.NewMetrics("a2a-agent", cfg.Identity)
 	}
@@ -157,6 +166,22 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	}
 	log.Info("stopped", "agent", cfg.Identity)
 	return nil
+}
+
+// traceFlushTimeout bounds the export of the last spans at exit: a
+// collector that is gone must not hold the process up.
+const traceFlushTimeout = 5 * time.Second
+
+// flushTraces exports the spans still batched, within traceFlushTimeout.
+func flushTraces(tp *otlp.Provider, log *slog.Logger) {
+	if !tp.Enabled() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		log.Warn("exporting the last traces", "error", err)
+	}
 }
 
 // natsReady reports nil while nc is connected.

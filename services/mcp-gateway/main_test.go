@@ -393,3 +393,24 @@ func ExampleaddHint() {
 	// claude mcp add --transport http ops http://127.0.0.1:8080/mcp
 	// claude mcp add --transport http ops http://127.0.0.1:9000/mcp --header "Authorization: Bearer $OPS_MCP_TOKEN"
 }
+
+// TestServeRefusesUnknownOTLPProtocol: a protocol value the exporters do
+// not speak stops serve at start, naming the variable, rather than
+// losing every trace in silence.
+func TestServeRefusesUnknownOTLPProtocol(t *testing.T) {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+		t.Run(name, func(t *testing.T) {
+			g := startGateway(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", name + "=http/json"},
+				"serve", "--config", writeConfig(t, "", ""), "--port", "0")
+			err, _ := g.wait(t, 30*time.Second)
+			if err == nil {
+				t.Fatal("got a clean exit, want serve to refuse")
+			}
+			for _, w := range []string{name, `"http/json"`, "grpc", "http/protobuf"} {
+				if !strings.Contains(g.stderr.String(), w) {
+					t.Errorf("got stderr %q, want it to contain %q", g.stderr, w)
+				}
+			}
+		})
+	}
+}

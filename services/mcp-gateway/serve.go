@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
 	"github.com/fiskfleet/fiskfleet/shared/config"
@@ -16,6 +17,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
+	"github.com/fiskfleet/fiskfleet/shared/tracing/otlp"
 )
 
 // env is what commands read and write besides their flags, bound by main so
@@ -84,6 +86,17 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		}
 	}
 
+	tp, err := otlp.Setup(ctx, otlp.Options{Service: "mcp-gateway", Logger: log, Getenv: func(k string) string {
+		v, _ := e.lookupEnv(k)
+		return v
+	}})
+	if err != nil {
+		return err
+	}
+	// Flushed once serving has stopped, so the last calls' spans are
+	// exported too.
+	defer flushTraces(tp, log)
+
 	var metrics *ops.Metrics
 	if mc := cfg.Expose.Agent.Metrics; mc != nil {
 		metrics = ops.NewMetrics("mcp-gateway", cfg.Identity)
@@ -113,6 +126,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		MaxSessions:        m.MaxSessions,
 		Resources:          resourcesIndex(cfg, idx),
 		Metrics:            metrics,
+		Tracer:             tp.Tracer(),
 		Checks:             checks,
 		Listening:          func(a net.Addr) { printAddHint(e.stdout, cfg.Identity, a, m.AuthTokenEnv) },
 		Logger:             log,
@@ -147,6 +161,22 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		}
 	}
 	return srv.Serve(ctx)
+}
+
+// traceFlushTimeout bounds the export of the last spans at exit: a
+// collector that is gone must not hold the process up.
+const traceFlushTimeout = 5 * time.Second
+
+// flushTraces exports the spans still batched, within traceFlushTimeout.
+func flushTraces(tp *otlp.Provider, log *slog.Logger) {
+	if !tp.Enabled() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		log.Warn("exporting the last traces", "error", err)
+	}
 }
 
 // loadConfig reads the file and validates it for mode, logging the

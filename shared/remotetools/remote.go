@@ -8,8 +8,11 @@ import (
 	"io"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // Caller is the A2A client side the importer needs; *a2a.Client is one.
@@ -69,6 +72,14 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 		Remote:       true,
 		Call: func(ctx context.Context, req tool.Request) (tool.Outcome, error) {
 			reply, err := call(ctx, c, n, req)
+			if span := trace.SpanFromContext(ctx); span.IsRecording() {
+				// The gateway's span of this call: which host, and
+				// which of its instances answered.
+				span.SetAttributes(tracing.AttrHost.String(n.Host))
+				if reply != nil && reply.Sender.Instance != "" {
+					span.SetAttributes(tracing.AttrInstance.String(reply.Sender.Instance))
+				}
+			}
 			switch {
 			case errors.Is(err, a2a.ErrAgentUnavailable):
 				return tool.Failure(fmt.Sprintf("remote agent %s is unavailable (tool %s): %v", n.Host, n.Remote, err)), nil

@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // SubjectPrefix sits inside the Choria subject space.
@@ -130,6 +131,9 @@ func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Ro
 	}
 	req := nats.NewMsg(subject)
 	req.Data = data
+	// The trace context rides in the headers, never in the A2A body,
+	// whose schemas stay v1; an untraced call sends no header.
+	tracing.InjectNATS(ctx, req.Header)
 	msg, err := t.nc.RequestMsgWithContext(ctx, req)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):

@@ -32,6 +32,10 @@ type Request struct {
 // Data is the request body. It must not be modified.
 func (r *Request) Data() []byte { return r.req.Data() }
 
+// Header is the request's NATS headers (the caller's trace context among
+// them); nil when it carried none. It must not be modified.
+func (r *Request) Header() nats.Header { return nats.Header(r.req.Headers()) }
+
 // Reply answers with data.
 func (r *Request) Reply(data []byte) error {
 	if !r.replied.CompareAndSwap(false, true) {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // StreamSubject is the subject an identity answers streamed calls on.
@@ -116,6 +117,7 @@ func (t *Transport) OpenStream(ctx context.Context, identity string, data []byte
 	msg := nats.NewMsg(subject)
 	msg.Reply = inbox
 	msg.Data = data
+	msg.Header = tracing.InjectNATS(ctx, msg.Header)
 	if err := t.nc.PublishMsg(msg); err != nil {
 		mux.remove(s.token)
 		return nil, fmt.Errorf("requesting %s: %w", subject, err)

@@ -9,10 +9,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // Micro error codes for transport errors, HTTP-style as micro's own are.
@@ -54,9 +57,11 @@ func (s *Server) handleDiscovery(r *natsbus.Request) {
 // concurrency slot here, before a worker starts, so a busy agent stops
 // reading and the pressure reaches NATS instead of piling up in memory.
 func (s *Server) handleTool(r *natsbus.Request) {
+	ctx, span := s.startRequest(r, "tool")
 	req := &a2a.ToolRequest{}
 	if err := a2a.Decode(r.Data(), req); err != nil {
 		s.reject(r, "tool", err)
+		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
 	t, ok := s.byName[req.Name]
@@ -64,27 +69,30 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "outcome", "unknown tool")
 		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
 		s.answer(r, req, &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("unknown tool %q: %s serves %d tools; discover them first", req.Name, s.cfg.Identity, len(s.served))})
+		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
-	select {
-	case s.sem <- struct{}{}:
-	case <-s.stopping:
+	if !s.takeSlot(ctx) {
 		s.answer(r, req, s.stoppingReply())
+		endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
 		return
 	}
-	// Both cases above may be ready at once, and micro keeps delivering the
-	// requests already buffered after Stop: admit refuses them once Stop
-	// has begun, so no call starts that Stop would not wait for.
+	// Both cases of takeSlot may be ready at once, and micro keeps
+	// delivering the requests already buffered after Stop: admit refuses
+	// them once Stop has begun, so no call starts that Stop would not wait
+	// for.
 	if !s.admit() {
 		<-s.sem
 		s.answer(r, req, s.stoppingReply())
+		endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
 		return
 	}
 	go func() {
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()
-		reply, rec := s.call(s.lifetime, t, req, nil)
+		reply, rec := s.call(ctx, t, req, nil)
 		s.answer(r, req, reply)
+		endRequest(span, t.Name(), &rec, "")
 		// Logged once the reply is sent, so the caller never waits on
 		// the log sink (a slow stderr reader, a busy journal).
 		s.logCall(rec)
@@ -112,12 +120,14 @@ type callRecord struct {
 // call runs one tool call under the per-call timeout, within parent, and
 // returns the reply and what to log about it. live, when set, receives the
 // command's output as it runs.
-func (s *Server) call(parent context.Context, t tool.Tool, req *a2a.ToolRequest, live io.Writer) (*a2a.ToolReply, callRecord) {
+func (s *Server) call(parent context.Context, t tool.Tool, req *a2a.ToolRequest, live io.Writer) (_ *a2a.ToolReply, rec callRecord) {
 	ctx, cancel := context.WithTimeout(parent, s.cfg.Timeout)
 	defer cancel()
+	ctx, span := tracing.Start(ctx, s.cfg.Tracer, "command run", trace.SpanKindInternal)
 	start := time.Now()
 	out, err := t.Call(ctx, tool.Request{Input: req.Input, Output: live})
 	duration := time.Since(start)
+	defer func() { endRequest(span, t.Name(), &rec, "") }()
 	reply := &a2a.ToolReply{}
 	if out.Result != nil {
 		reply.Exec = &a2a.Exec{Command: out.Result.Command, ExitCode: out.Result.ExitCode, Truncated: out.Result.Truncated}
@@ -142,7 +152,7 @@ func (s *Server) call(parent context.Context, t tool.Tool, req *a2a.ToolRequest,
 	case out.Result.ExitCode != 0:
 		outcome = "exit"
 	}
-	rec := callRecord{tool: t.Name(), caller: req.Sender.Name, outcome: outcome, duration: duration}
+	rec = callRecord{tool: t.Name(), caller: req.Sender.Name, outcome: outcome, duration: duration}
 	if reply.Exec != nil {
 		rec.ran, rec.exitCode, rec.command = true, reply.Exec.ExitCode, reply.Exec.Command
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
@@ -62,6 +63,10 @@ type Config struct {
 	// Metrics, when set, counts calls and rejected messages and reports
 	// the slots; nil means no metrics, at the cost of a nil check.
 	Metrics *ops.Metrics
+	// Tracer, when set, gets a span per request (continuing the caller's
+	// trace from the NATS headers) with children for the slot wait and the
+	// command run; nil means no tracing, at the cost of a nil check.
+	Tracer trace.Tracer
 }
 
 func (c Config) withDefaults() Config {

@@ -67,9 +67,11 @@ func (st *streams) get(id string) *running {
 // taken here before any work. A call that cannot start gets
 // ack{accepted: false} as its whole answer.
 func (s *Server) handleStream(r *natsbus.Request) {
+	ctx, span := s.startRequest(r, "stream")
 	req := &a2a.ToolRequest{}
 	if err := a2a.Decode(r.Data(), req); err != nil {
 		s.reject(r, "stream", err)
+		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
 	// The caller has just sent the request: it is alive, so the first
@@ -80,32 +82,35 @@ func (s *Server) handleStream(r *natsbus.Request) {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "stream", true, "outcome", "unknown tool")
 		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
 		out.ack(false, fmt.Sprintf("unknown tool %q: %s serves %d tools; discover them first", req.Name, s.cfg.Identity, len(s.served)))
+		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
-	select {
-	case s.sem <- struct{}{}:
-	case <-s.stopping:
+	if !s.takeSlot(ctx) {
 		out.ack(false, s.stoppingReply().Output)
+		endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
 		return
 	}
 	if !s.admit() {
 		<-s.sem
 		out.ack(false, s.stoppingReply().Output)
+		endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
 		return
 	}
 	go func() {
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()
-		rec := s.runStream(out, t, req)
+		rec := s.runStream(ctx, out, t, req)
+		endRequest(span, t.Name(), &rec, "")
 		s.logCall(rec)
 	}()
 }
 
-// runStream runs one streamed call: ack, output events and heartbeats while
+// runStream runs one streamed call within parent (the server's lifetime,
+// carrying the request's span): ack, output events and heartbeats while
 // the command runs, then the final reply, the same as the tool endpoint's
 // for the same run.
-func (s *Server) runStream(out *streamOut, t tool.Tool, req *a2a.ToolRequest) callRecord {
-	ctx, cancel := context.WithCancelCause(s.lifetime)
+func (s *Server) runStream(parent context.Context, out *streamOut, t tool.Tool, req *a2a.ToolRequest) callRecord {
+	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	s.streams.add(req.ID, &running{caller: req.Sender.Name, cancel: cancel})
 	defer s.streams.remove(req.ID)

@@ -12,8 +12,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fiskfleet/fiskfleet/shared/tool"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // Call outcomes, as logged.
@@ -52,6 +54,7 @@ type record struct {
 func (s *Server) handle(ctx context.Context, name string, req mcp.CallToolRequest) (res *mcp.CallToolResult) {
 	start := time.Now()
 	rec := &record{tool: name, protocol: server.RequestProtocolVersion(ctx)}
+	ctx, span := s.startCall(ctx, name, req)
 	defer func() {
 		// A tool that panics is a failed call, answered in-band like any
 		// other, not a protocol error.
@@ -59,6 +62,7 @@ func (s *Server) handle(ctx context.Context, name string, req mcp.CallToolReques
 			res = rec.fail(outcomeFailed, fmt.Sprintf("%s failed: internal error: %v", name, p))
 			s.log.Error("tool panicked", "agent", s.cfg.Identity, "tool", name, "panic", p, "stack", string(debug.Stack()))
 		}
+		endSpan(span, rec)
 		s.logCall(rec, time.Since(start))
 	}()
 	return s.call(ctx, name, req, rec)
@@ -85,7 +89,13 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 			return rec.fail(outcomeInvalid, err.Error())
 		}
 		rec.command = line
-		if res, run := s.gate(ctx, e, req, input, line, rec); !run {
+		actx, aspan := tracing.Start(ctx, s.cfg.Tracer, "approval", trace.SpanKindInternal)
+		res, run := s.gate(actx, e, req, input, line, rec)
+		if aspan.IsRecording() {
+			aspan.SetAttributes(tracing.AttrApproved.Bool(run))
+		}
+		aspan.End()
+		if !run {
 			return res
 		}
 	}
@@ -101,6 +111,12 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 
 	runCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	if s.cfg.Tracer != nil {
+		spanName, kind := e.runSpanName()
+		var span trace.Span
+		runCtx, span = tracing.Start(runCtx, s.cfg.Tracer, spanName, kind)
+		defer endSpan(span, rec)
+	}
 	treq := tool.Request{Input: input, Prompter: tool.DenyAll{}}
 	if token := progressToken(req); token != nil {
 		// Output is relayed as it comes; without a token nothing changes.

@@ -6,6 +6,8 @@ import (
 	"net"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
@@ -88,6 +90,12 @@ type Config struct {
 	// Metrics, when set, counts calls and approvals and reports the slots;
 	// nil means no metrics, at the cost of a nil check per call.
 	Metrics *ops.Metrics
+	// Tracer, when set, gets a span per tools/call (continuing the
+	// client's trace from _meta or the HTTP headers) with children for
+	// the approval and the run; a remote call carries the trace on to the
+	// agent in its NATS headers. nil means no tracing, at the cost of a nil
+	// check per call.
+	Tracer trace.Tracer
 	// Checks are readiness conditions besides the gateway's own (the tool
 	// set is built), such as the NATS connection of remote_tools. /readyz
 	// answers 503 naming every one that fails.

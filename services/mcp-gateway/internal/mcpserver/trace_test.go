@@ -1,0 +1,192 @@
+package mcpserver
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+)
+
+// Client trace contexts: what a traced MCP client sends.
+const (
+	clientTrace  = "4bf92f3577b34da6a3ce929d0e0e4736"
+	headerSpan   = "00f067aa0ba902b7"
+	metaSpan     = "53995c3f42cd8ad8"
+	headerParent = "00-" + clientTrace + "-" + headerSpan + "-01"
+	metaParent   = "00-" + clientTrace + "-" + metaSpan + "-01"
+)
+
+func attrMap(s tracetest.SpanStub) map[string]string {
+	out := map[string]string{}
+	for _, kv := range s.Attributes {
+		out[string(kv.Key)] = kv.Value.Emit()
+	}
+	return out
+}
+
+// byName returns the spans exported so far, by name, failing on a name
+// seen twice.
+func byName(tb testing.TB, exp *tracetest.InMemoryExporter) map[string]tracetest.SpanStub {
+	tb.Helper()
+	out := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		if _, dup := out[s.Name]; dup {
+			tb.Fatalf("got two %q spans, want one per call", s.Name)
+		}
+		out[s.Name] = s
+	}
+	return out
+}
+
+// TestTraceToolsCall: one span per tools/call continuing the client's
+// trace from its HTTP header, or from _meta when it sends both, with the
+// run (and, for a gated tool, the approval) as children; attributes name
+// the tool, identity, outcome and exit code, never the arguments or the
+// output.
+func TestTraceToolsCall(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	const secret = "never-in-a-span"
+	tests := []struct {
+		name        string
+		header      string
+		meta        string
+		tool        string
+		args        map[string]any
+		answer      bool
+		wantParent  string
+		wantOutcome string
+		wantExit    string
+		wantRun     string
+		wantApprove string
+	}{
+		{name: "header", header: headerParent, tool: "echo", args: map[string]any{"message": secret}, wantParent: headerSpan, wantOutcome: "ok", wantExit: "0", wantRun: "command run"},
+		{name: "meta wins over header", header: headerParent, meta: metaParent, tool: "fail", args: map[string]any{"code": 4}, wantParent: metaSpan, wantOutcome: "exit_nonzero", wantExit: "4", wantRun: "command run"},
+		{name: "meta alone", meta: metaParent, tool: "echo", args: map[string]any{"message": secret}, wantParent: metaSpan, wantOutcome: "ok", wantExit: "0", wantRun: "command run"},
+		{name: "none: a trace of its own", tool: "echo", args: map[string]any{"message": secret}, wantOutcome: "ok", wantExit: "0", wantRun: "command run"},
+		{name: "malformed header: a trace of its own", header: "00-zz-yy-01", tool: "echo", args: map[string]any{"message": secret}, wantOutcome: "ok", wantExit: "0", wantRun: "command run"},
+		{name: "approved", header: headerParent, tool: "deploy", answer: true, args: map[string]any{"service": secret}, wantParent: headerSpan, wantOutcome: "ok", wantExit: "0", wantRun: "command run", wantApprove: "true"},
+		{name: "declined", header: headerParent, tool: "deploy", answer: false, args: map[string]any{"service": secret}, wantParent: headerSpan, wantOutcome: "denied", wantApprove: "false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			sdk := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			t.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+			_, url := startServer(t, Config{Identity: "traced", Confirm: config.ConfirmAlways, Tracer: sdk.Tracer("test")}, app.Tools())
+
+			var topts []transport.StreamableHTTPCOption
+			if tt.header != "" {
+				topts = append(topts, transport.WithHTTPHeaders(map[string]string{"traceparent": tt.header}))
+			}
+			el := &elicitor{fn: func(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+				return answer(mcp.ElicitationResponseActionAccept, map[string]any{"approve": tt.answer}), nil
+			}}
+			c := connect(t, url, legacyEra, topts, client.WithElicitationHandler(el))
+			if tt.tool == "deploy" {
+				tt.args["marker"] = filepath.Join(t.TempDir(), "deployed")
+			}
+			req := mcp.CallToolRequest{}
+			req.Params.Name = tt.tool
+			req.Params.Arguments = tt.args
+			if tt.meta != "" {
+				req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{"traceparent": tt.meta}}
+			}
+			res, err := c.CallTool(t.Context(), req)
+			if err != nil {
+				t.Fatalf("calling %s: %v", tt.tool, err)
+			}
+
+			spans := byName(t, exp)
+			call := spans["tools/call "+tt.tool]
+			if call.Name == "" {
+				t.Fatalf("got spans %v, want tools/call %s", spanNames(spans), tt.tool)
+			}
+			if call.SpanKind != trace.SpanKindServer {
+				t.Errorf("call kind: got %s, want server", call.SpanKind)
+			}
+			switch {
+			case tt.wantParent == "" && call.Parent.IsValid():
+				t.Errorf("call parent: got %s, want a root span", call.Parent.SpanID())
+			case tt.wantParent != "" && (call.Parent.SpanID().String() != tt.wantParent || call.SpanContext.TraceID().String() != clientTrace):
+				t.Errorf("call parent: got %s in trace %s, want %s in %s", call.Parent.SpanID(), call.SpanContext.TraceID(), tt.wantParent, clientTrace)
+			}
+			a := attrMap(call)
+			want := map[string]string{"fiskfleet.tool": tt.tool, "fiskfleet.identity": "traced", "fiskfleet.outcome": tt.wantOutcome, "mcp.method.name": "tools/call"}
+			if tt.wantExit != "" {
+				want["fiskfleet.exit_code"] = tt.wantExit
+			}
+			for k, v := range want {
+				if a[k] != v {
+					t.Errorf("call attribute %s: got %q, want %q", k, a[k], v)
+				}
+			}
+			if run := spans[tt.wantRun]; tt.wantRun != "" && run.Parent.SpanID() != call.SpanContext.SpanID() {
+				t.Errorf("got %s span %+v, want it a child of the call", tt.wantRun, run.Parent)
+			}
+			if tt.wantRun == "" {
+				if _, ok := spans["command run"]; ok {
+					t.Error("got a command run span for a call that did not run")
+				}
+			}
+			approval, asked := spans["approval"]
+			if asked != (tt.wantApprove != "") {
+				t.Fatalf("got approval span %t, want %t", asked, tt.wantApprove != "")
+			}
+			if asked {
+				if approval.Parent.SpanID() != call.SpanContext.SpanID() {
+					t.Errorf("approval parent: got %s, want the call %s", approval.Parent.SpanID(), call.SpanContext.SpanID())
+				}
+				if got := attrMap(approval)["fiskfleet.approved"]; got != tt.wantApprove {
+					t.Errorf("approved: got %q, want %q", got, tt.wantApprove)
+				}
+			}
+			output := strings.TrimSpace(resultText(res))
+			for _, s := range spans {
+				for k, v := range attrMap(s) {
+					if strings.Contains(v, secret) || strings.Contains(v, output) {
+						t.Errorf("span %s attribute %s = %q carries the arguments or the output", s.Name, k, v)
+					}
+				}
+				if strings.Contains(s.Status.Description, secret) {
+					t.Errorf("span %s status %q carries the arguments", s.Name, s.Status.Description)
+				}
+			}
+		})
+	}
+}
+
+// TestUntracedCallAllocatesNoSpan: with no tracer, the span helpers of a
+// call hand back the context unchanged and record nothing.
+func TestUntracedCallAllocatesNoSpan(t *testing.T) {
+	s := &Server{}
+	req := mcp.CallToolRequest{Header: map[string][]string{"Traceparent": {headerParent}}}
+	ctx := t.Context()
+	allocs := testing.AllocsPerRun(100, func() {
+		got, span := s.startCall(ctx, "echo", req)
+		if got != ctx || span.IsRecording() {
+			t.Fatal("an untraced call got a recording span or a new context")
+		}
+		endSpan(span, &record{outcome: outcomeOK})
+	})
+	if allocs != 0 {
+		t.Fatalf("got %v allocations per untraced call, want 0", allocs)
+	}
+}
+
+func spanNames(m map[string]tracetest.SpanStub) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
