@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -76,14 +75,6 @@ const (
 	taskIDPrefix = "task-"
 )
 
-// Why a task's call was cancelled, as its statusMessage says.
-var (
-	errTaskCancelled    = errors.New("cancelled by tasks/cancel")
-	errTaskRequestEnded = errors.New("the request that created it ended before the call was cleared to run")
-	errTaskSessionEnded = errors.New("its session ended")
-	errTaskStopping     = errors.New("the gateway is stopping")
-)
-
 // taskStore holds the tasks of every session. It is safe for concurrent
 // use.
 type taskStore struct {
@@ -131,9 +122,6 @@ func newTaskStore(retention time.Duration, max int, now func() time.Time) *taskS
 	base, stop := context.WithCancel(context.Background())
 	return &taskStore{retention: retention, max: max, now: now, base: base, stop: stop, byID: map[string]*task{}}
 }
-
-// errTasksFull refuses a task while every task kept is still running.
-var errTasksFull = errors.New("too many tasks are running")
 
 // reserve makes room for one task before its call is looked at, so that a
 // task that would be refused asks no human first. The reservation is

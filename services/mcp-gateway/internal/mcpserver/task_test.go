@@ -340,19 +340,19 @@ func TestTaskCountsAgainstMaxConcurrent(t *testing.T) {
 	a := createTask(t, c, "spawn", map[string]any{"duration": "1m", "pidfile": first}, map[string]any{})
 	readPIDFile(t, first)
 	b := createTask(t, c, "spawn", map[string]any{"duration": "1m", "pidfile": second}, map[string]any{})
-	if b.Status != mcp.TaskStatusWorking {
-		t.Fatalf("second task: got %q, want working (waiting for the slot)", b.Status)
+	if b.Status != mcp.TaskStatusWorking || exists(second) {
+		t.Fatalf("second task: got %q, pidfile written %t, want working and not started (the only slot is taken)", b.Status, exists(second))
 	}
-	// The slot is held by the first task's command: the second must not
-	// start. A command starts within milliseconds; give it ample time.
-	time.Sleep(500 * time.Millisecond)
-	if exists(second) {
-		t.Fatal("the second task's command started while the only slot was taken")
-	}
+	cancelled := time.Now()
 	if _, err := c.CancelTask(t.Context(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: a.TaskId}}); err != nil {
 		t.Fatalf("cancelling the first task: %v", err)
 	}
 	pid := readPIDFile(t, second)
+	// The second command wrote its pidfile as it started: only after the
+	// first was cancelled, though it was created long before.
+	if st, err := os.Stat(second); err != nil || st.ModTime().Before(cancelled) {
+		t.Errorf("the second task's command started at %v, want after the first's cancel at %v (%v)", st.ModTime(), cancelled, err)
+	}
 	if _, err := c.CancelTask(t.Context(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: b.TaskId}}); err != nil {
 		t.Fatalf("cancelling the second task: %v", err)
 	}
