@@ -615,3 +615,64 @@ func TestTaskHostileInput(t *testing.T) {
 		t.Errorf("the task after the refusals: got %q, want the echo", cr.Output)
 	}
 }
+
+// TestTaskAbandonedDuringApproval: a client that goes away while its human
+// has not answered yet leaves a cancelled task, and the gated command
+// never runs.
+func TestTaskAbandonedDuringApproval(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	_, url := startServer(t, Config{}, app.Tools())
+	asked := make(chan struct{}, 1)
+	el := &elicitor{fn: func(ctx context.Context, _ mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+		asked <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	c := connect(t, url, legacyEra, nil, client.WithElicitationHandler(el))
+	marker := filepath.Join(t.TempDir(), "deployed")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{
+			JSONRPC: mcp.JSONRPC_VERSION,
+			ID:      mcp.NewRequestId("abandoned"),
+			Method:  string(mcp.MethodToolsCall),
+			Params:  map[string]any{"name": "deploy", "arguments": map[string]any{"service": "web", "marker": marker}, "task": map[string]any{}},
+		})
+	}()
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the approval form was not sent within 10s")
+	}
+	cancel()
+	<-done
+
+	var list *mcp.ListTasksResult
+	fisktest.WaitFor(t, 10*time.Second, "the abandoned task to be cancelled", func() bool {
+		var err error
+		list, err = c.ListTasks(t.Context(), mcp.ListTasksRequest{})
+		return err == nil && len(list.Tasks) == 1 && list.Tasks[0].Status == mcp.TaskStatusCancelled
+	})
+	if msg := list.Tasks[0].StatusMessage; msg != errTaskRequestEnded.Error() {
+		t.Errorf("statusMessage: got %q, want %q", msg, errTaskRequestEnded)
+	}
+	if exists(marker) {
+		t.Error("got the marker, want deploy never to run")
+	}
+}
+
+// TestTaskEndsWithServer: closing the server cancels its tasks, killing
+// their process groups.
+func TestTaskEndsWithServer(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	s, url := startServer(t, Config{}, app.Tools())
+	c := connect(t, url, legacyEra, nil)
+	pidfile := filepath.Join(t.TempDir(), "child.pid")
+	createTask(t, c, "spawn", map[string]any{"duration": "1m", "pidfile": pidfile}, map[string]any{})
+	pid := readPIDFile(t, pidfile)
+	s.Close()
+	fisktest.WaitFor(t, 2*time.Second, "the closed server's task command to be killed", func() bool { return fisktest.ProcessGone(pid) })
+}
