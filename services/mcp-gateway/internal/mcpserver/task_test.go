@@ -15,7 +15,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
@@ -249,21 +248,16 @@ func callsCounted(tb testing.TB, m *ops.Metrics, tool, outcome string) float64 {
 			continue
 		}
 		for _, s := range f.GetMetric() {
-			if label(s, "tool") == tool && label(s, "outcome") == outcome && label(s, "surface") == ops.SurfaceMCP {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["tool"] == tool && labels["outcome"] == outcome && labels["surface"] == ops.SurfaceMCP {
 				return s.GetCounter().GetValue()
 			}
 		}
 	}
 	return 0
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 // TestTaskCancelKillsProcessGroup: tasks/cancel of a running spawn kills
