@@ -670,3 +670,38 @@ func TestTaskEndsWithServer(t *testing.T) {
 	s.Close()
 	fisktest.WaitFor(t, 2*time.Second, "the closed server's task command to be killed", func() bool { return fisktest.ProcessGone(pid) })
 }
+
+// TestTaskProgress: a task asked with a progress token reports its
+// command's output as notifications/progress while it runs, on the
+// session's standing event stream, since the request that created it has
+// been answered.
+func TestTaskProgress(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	_, url := startServer(t, Config{}, app.Tools())
+	c := connect(t, url, legacyEra, []transport.StreamableHTTPCOption{transport.WithContinuousListening()})
+	var log progressLog
+	log.listen(c)
+
+	resp := rawRequest(t, t.Context(), c, string(mcp.MethodToolsCall), map[string]any{
+		"name":      "ticker",
+		"arguments": map[string]any{"every": "50ms", "count": 20},
+		"task":      map[string]any{},
+		"_meta":     map[string]any{"progressToken": "task-progress"},
+	})
+	if resp.Error != nil {
+		t.Fatalf("creating the task: %q", resp.Error.Message)
+	}
+	var created mcp.CreateTaskResult
+	if err := json.Unmarshal(resp.Result, &created); err != nil || created.Task.TaskId == "" {
+		t.Fatalf("creating the task: got %s, want a CreateTaskResult", resp.Result)
+	}
+	waitTask(t, c, created.Task.TaskId)
+	res, _ := taskResult(t, c, created.Task.TaskId)
+	cr := commandResult(t, res)
+	fisktest.WaitFor(t, 5*time.Second, "progress notifications of the task", func() bool { return len(log.of("task-progress")) >= 2 })
+	for i, n := range log.of("task-progress") {
+		if n.message == "" || !strings.Contains(cr.Output, n.message) {
+			t.Errorf("notification %d: got message %q, want a piece of the output", i, n.message)
+		}
+	}
+}
