@@ -124,6 +124,8 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		AllowedOrigins:     m.AllowedOrigins,
 		SessionIdleTimeout: m.SessionIdleTimeout.Duration,
 		MaxSessions:        m.MaxSessions,
+		TaskRetention:      m.TaskRetention.Duration,
+		MaxTasks:           m.MaxTasks,
 		Resources:          resourcesIndex(cfg, idx),
 		Metrics:            metrics,
 		Tracer:             tp.Tracer(),

@@ -168,6 +168,15 @@ type MCP struct {
 	// refused with 503 rather than evicting a session in use. Zero means
 	// [DefaultMaxSessions].
 	MaxSessions int `yaml:"max_sessions"`
+	// TaskRetention is how long the result of a finished MCP task is kept
+	// for its client to fetch; a client may ask for less (the task's ttl),
+	// never more. Zero means [DefaultTaskRetention].
+	TaskRetention Duration `yaml:"task_retention"`
+	// MaxTasks caps the MCP tasks kept at once, running and finished, over
+	// all sessions: a new task beyond it drops the oldest finished one, and
+	// is refused when every one kept is still running. Zero means
+	// [DefaultMaxTasks].
+	MaxTasks int `yaml:"max_tasks"`
 	// Resources lists what is served as MCP resources; the one kind is
 	// [ResourceKnowledge]. Empty serves none: resources are off by default.
 	Resources []string `yaml:"resources"`
@@ -183,6 +192,14 @@ const ResourceKnowledge = "knowledge"
 const (
 	DefaultSessionIdleTimeout = 30 * time.Minute
 	DefaultMaxSessions        = 1000
+)
+
+// Defaults of the MCP task limits. Ten minutes is ample for a client that
+// polls to fetch a result; 64 results of at most a command's output cap
+// bound what abandoned tasks can hold in memory.
+const (
+	DefaultTaskRetention = 10 * time.Minute
+	DefaultMaxTasks      = 64
 )
 
 // A2A is expose.agent.a2a.

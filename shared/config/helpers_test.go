@@ -37,6 +37,8 @@ expose:
       confirm_over_mcp: always
       builtins: [knowledge_search, knowledge_enumerate]
       auth_token_env: MCP_TOKEN
+      task_retention: 5m
+      max_tasks: 16
     a2a:
       serve_tools: true
       max_concurrent_tools: 8

@@ -37,6 +37,9 @@ func TestParseFullExample(t *testing.T) {
 	if got, want := strings.Join(m.Builtins, ","), "knowledge_search,knowledge_enumerate"; got != want {
 		t.Errorf("got builtins %q, want %q", got, want)
 	}
+	if m.TaskRetention.Duration != 5*time.Minute || m.MaxTasks != 16 {
+		t.Errorf("got task_retention %v and max_tasks %d, want 5m and 16", m.TaskRetention.Duration, m.MaxTasks)
+	}
 	if a := c.Expose.Agent.A2A; a == nil || !a.ServeTools || a.MaxConcurrentTools != 8 || a.ToolTimeout.Duration != 45*time.Second {
 		t.Errorf("got a2a %+v, want serve_tools, 8, 45s", a)
 	}
@@ -193,6 +196,7 @@ func TestParseRefusals(t *testing.T) {
 		{"duration without unit", "expose:\n  agent:\n    mcp:\n      tool_timeout: 30\n", "expose.agent.mcp.tool_timeout", `agent.yaml:4: expose.agent.mcp.tool_timeout: want a duration such as 30s or 1m30s, got "30": time: missing unit`},
 		{"duration garbage", "expose: {agent: {a2a: {tool_timeout: soon}}}\n", "expose.agent.a2a.tool_timeout", `expose.agent.a2a.tool_timeout: want a duration such as 30s or 1m30s, got "soon"`},
 		{"duration a list", "remote_refresh_interval: [1s]\n", "remote_refresh_interval", "remote_refresh_interval: want a duration such as 30s, got a list"},
+		{"task retention garbage", "expose: {agent: {mcp: {task_retention: later}}}\n", "expose.agent.mcp.task_retention", `expose.agent.mcp.task_retention: want a duration`},
 		{"refresh garbage", "remote_refresh_interval: often\n", "remote_refresh_interval", `remote_refresh_interval: want a duration`},
 		{"duplicate key", "identity: a\nidentity: b\n", "", `agent.yaml:2: parsing YAML: mapping key "identity" already defined`},
 		{"syntax", "identity: a\n  nats_context: b\n", "", "agent.yaml:1: parsing YAML: "},

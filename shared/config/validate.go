@@ -160,6 +160,12 @@ func (v *validator) common(c *Config) {
 		if m.MaxSessions < 0 {
 			v.fail(key+".max_sessions", fmt.Sprintf("%s.max_sessions must be positive, got %d: fix %s.max_sessions", key, m.MaxSessions, key))
 		}
+		if m.TaskRetention.Duration < 0 {
+			v.fail(key+".task_retention", fmt.Sprintf("%s.task_retention must be positive, got %s: fix %s.task_retention", key, m.TaskRetention.Duration, key))
+		}
+		if m.MaxTasks < 0 {
+			v.fail(key+".max_tasks", fmt.Sprintf("%s.max_tasks must be positive, got %d: fix %s.max_tasks", key, m.MaxTasks, key))
+		}
 	}
 	if a := c.Expose.Agent.A2A; a != nil {
 		v.limits("expose.agent.a2a", a.MaxConcurrentTools, a.ToolTimeout)

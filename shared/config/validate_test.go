@@ -77,6 +77,8 @@ func TestValidateRefusals(t *testing.T) {
 		{"origin wildcard", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {allowed_origins: ['*']}}}\n", "expose.agent.mcp.allowed_origins[0]", "want scheme http or https"},
 		{"session idle negative", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {session_idle_timeout: -1m}}}\n", "expose.agent.mcp.session_idle_timeout", "session_idle_timeout must be positive"},
 		{"max sessions negative", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {max_sessions: -1}}}\n", "expose.agent.mcp.max_sessions", "max_sessions must be positive"},
+		{"task retention negative", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {task_retention: -5m}}}\n", "expose.agent.mcp.task_retention", "expose.agent.mcp.task_retention must be positive, got -5m0s"},
+		{"max tasks negative", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {max_tasks: -3}}}\n", "expose.agent.mcp.max_tasks", "expose.agent.mcp.max_tasks must be positive, got -3"},
 		{"unknown builtin", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {builtins: [memory_store]}}}\n", "expose.agent.mcp.builtins[0]",
 			`agent.yaml: expose.agent.mcp.builtins[0] "memory_store" is not a built-in: use one of knowledge_enumerate, knowledge_search`},
 		{"knowledge builtin without directory", ModeMCP, "identity: ops\napplication_path: /bin/app\nexpose: {agent: {mcp: {builtins: [knowledge_search]}}}\n", "knowledge.directory",

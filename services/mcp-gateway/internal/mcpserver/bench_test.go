@@ -78,3 +78,38 @@ func BenchmarkToolsList(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMCPCallEchoLegacy is BenchmarkMCPCallEcho for a session-based
+// (2025-11-25) client: the floor BenchmarkMCPTaskEcho is compared with.
+func BenchmarkMCPCallEchoLegacy(b *testing.B) {
+	app := loadDemo(b, fiskapp.Options{})
+	_, url := startServer(b, Config{}, app.Tools())
+	c := connect(b, url, legacyEra, nil)
+	var args map[string]any
+	_ = json.Unmarshal(echoInput, &args)
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := callTool(b, c, "echo", args); res.IsError {
+			b.Fatalf("got error %q", resultText(res))
+		}
+	}
+}
+
+// BenchmarkMCPTaskEcho runs the demo echo as an MCP task: the
+// task-augmented tools/call, then tasks/result, which waits for the end.
+// Its ratio to BenchmarkMCPCallEchoLegacy is what a task costs over a call.
+// Beyond max_tasks the finished tasks make room for new ones.
+func BenchmarkMCPTaskEcho(b *testing.B) {
+	app := loadDemo(b, fiskapp.Options{})
+	_, url := startServer(b, Config{}, app.Tools())
+	c := connect(b, url, legacyEra, nil)
+	var args map[string]any
+	_ = json.Unmarshal(echoInput, &args)
+	b.ReportAllocs()
+	for b.Loop() {
+		task := createTask(b, c, "echo", args, map[string]any{})
+		if res, _ := taskResult(b, c, task.TaskId); res.IsError {
+			b.Fatalf("got error %q", resultText(res))
+		}
+	}
+}

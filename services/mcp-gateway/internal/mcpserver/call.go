@@ -100,6 +100,10 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 		}
 	}
 
+	// A task's client is answered here, once any approval is given; its
+	// call runs on without the request (task.go).
+	taskStarted(ctx)
+
 	// The slot is taken only now, after any approval: a human deciding
 	// holds no execution slot.
 	select {

@@ -80,6 +80,10 @@ type cancelWriter struct {
 	http.ResponseWriter
 	key string
 	id  json.RawMessage
+	// replace, when set, returns the result that takes the place of the
+	// handler's in the response, or nil to leave it be: a task-augmented
+	// call is answered with its CreateTaskResult (task.go).
+	replace func() json.RawMessage
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -126,6 +130,14 @@ func (cw *cancelWriter) Write(p []byte) (int, error) {
 	if cw.cancelled && carriesResponse(p, cw.id) {
 		return len(p), nil
 	}
+	if cw.replace != nil && carriesResponse(p, cw.id) {
+		if result := cw.replace(); result != nil {
+			if _, err := cw.ResponseWriter.Write(eventWithResult(p, cw.id, result)); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
 	return cw.ResponseWriter.Write(p)
 }
 
@@ -157,8 +169,14 @@ func (cw *cancelWriter) finish() {
 		cw.ResponseWriter.WriteHeader(http.StatusAccepted)
 		return
 	}
+	body := cw.body.Bytes()
+	if cw.replace != nil {
+		if result := cw.replace(); result != nil {
+			body = withResult(body, result)
+		}
+	}
 	cw.ResponseWriter.WriteHeader(cw.status)
-	_, _ = cw.ResponseWriter.Write(cw.body.Bytes())
+	_, _ = cw.ResponseWriter.Write(body)
 }
 
 // carriesResponse reports whether p, a piece of an event stream, holds the

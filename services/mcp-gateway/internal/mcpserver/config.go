@@ -80,6 +80,13 @@ type Config struct {
 	// MaxSessions caps the live sessions; an initialize beyond it gets
 	// 503. 0 means [config.DefaultMaxSessions].
 	MaxSessions int
+	// TaskRetention is how long a finished task's result is kept for its
+	// client (a client's ttl may shorten it, never lengthen it); 0 means
+	// [config.DefaultTaskRetention].
+	TaskRetention time.Duration
+	// MaxTasks caps the tasks kept at once, running and finished, over all
+	// sessions; 0 means [config.DefaultMaxTasks].
+	MaxTasks int
 	// Listening, when set, is called once [Server.Serve] has bound its
 	// address, with the address actually bound (the port is known even
 	// when 0 was asked for).
@@ -135,6 +142,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = config.DefaultMaxSessions
 	}
+	if c.TaskRetention <= 0 {
+		c.TaskRetention = config.DefaultTaskRetention
+	}
+	if c.MaxTasks <= 0 {
+		c.MaxTasks = config.DefaultMaxTasks
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -156,6 +169,12 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("%w: expose.agent.mcp.tool_timeout %s: want a positive duration", ErrInvalidConfig, c.Timeout)
+	}
+	if c.TaskRetention < 0 {
+		return fmt.Errorf("%w: expose.agent.mcp.task_retention %s: want a positive duration", ErrInvalidConfig, c.TaskRetention)
+	}
+	if c.MaxTasks < 0 {
+		return fmt.Errorf("%w: expose.agent.mcp.max_tasks %d: want a positive number", ErrInvalidConfig, c.MaxTasks)
 	}
 	return nil
 }

@@ -44,6 +44,18 @@
 // confirm_over_mcp auto a client that cannot elicit runs gated tools
 // ungated, and ai:deny is the only reliable exclusion.
 //
+// # Tasks
+//
+// Clients of the session-based revisions may run a call as an MCP task
+// (2025-11-25). The gateway serves tasks itself, with mcp-go's types (see
+// task.go for why not with mcp-go's machinery): the call is checked and
+// approved on its own request, then runs on detached from it through the
+// same path as any call, and tasks/get, tasks/result, tasks/cancel and
+// tasks/list answer for the requesting session only. tasks/cancel cancels
+// the call's context, killing its process group. Finished tasks are kept
+// for a bounded time and number ([Config.TaskRetention],
+// [Config.MaxTasks]).
+//
 // # Access
 //
 // mcp-go's DNS-rebinding protection stays on: a request arriving on a

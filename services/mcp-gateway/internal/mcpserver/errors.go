@@ -22,3 +22,13 @@ var (
 	errApprovalMismatch = errors.New("the approval was given for another tool or other arguments")
 	errApprovalsFull    = errors.New("too many approvals are pending")
 )
+
+// Why a task's call was cancelled, as the task's statusMessage says, and
+// the refusal of a task beyond expose.agent.mcp.max_tasks.
+var (
+	errTaskCancelled    = errors.New("cancelled by tasks/cancel")
+	errTaskRequestEnded = errors.New("the request that created it ended before the call was cleared to run")
+	errTaskSessionEnded = errors.New("its session ended")
+	errTaskStopping     = errors.New("the gateway is stopping")
+	errTasksFull        = errors.New("too many tasks are running")
+)

@@ -61,6 +61,9 @@ type Server struct {
 
 	// res is the knowledge resources listing (resources.go).
 	res resourceState
+
+	// tasks holds the MCP tasks of every session (task.go).
+	tasks *taskStore
 }
 
 // New builds the server that `serve` runs, with tools as the
@@ -90,7 +93,9 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		sessions:   newSessions(cfg.SessionIdleTimeout, cfg.MaxSessions, time.Now),
 		cancels:    newCancellations(),
 		stopExpiry: make(chan struct{}),
+		tasks:      newTaskStore(cfg.TaskRetention, cfg.MaxTasks, time.Now),
 	}
+	s.sessions.onEnd = s.tasks.dropSession
 	empty := map[string]*entry{}
 	s.entries.Store(&empty)
 	opts := []server.ServerOption{
@@ -98,6 +103,9 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		// clients must hear about it.
 		server.WithToolCapabilities(true),
 		server.WithRecovery(),
+		// Tasks are served by the gateway, not by mcp-go's task
+		// machinery (see task.go); these hooks only advertise them.
+		server.WithHooks(taskHooks()),
 	}
 	if cfg.Instructions != "" {
 		opts = append(opts, server.WithInstructions(cfg.Instructions))
@@ -238,6 +246,9 @@ func (s *Server) SetTools(source string, tools []tool.Tool) error {
 func (s *Server) serverTool(def mcp.Tool) server.ServerTool {
 	name := def.Name
 	return server.ServerTool{Tool: def, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if tr := taskRequestFrom(ctx); tr != nil && req.Params.Task != nil && tr.claim() {
+			return s.startTask(ctx, tr, name, req), nil
+		}
 		s.inFlight.Add(1)
 		defer s.inFlight.Add(-1)
 		return s.handle(ctx, name, req), nil
@@ -312,6 +323,9 @@ func (s *Server) serveListener(ctx context.Context, ln net.Listener) error {
 
 	s.log.Info("stopping", "agent", s.cfg.Identity, "timeout", ShutdownTimeout)
 	cancelBase()
+	// Tasks outlive their requests, so the base context does not reach
+	// them: their commands are stopped here, within the same budget.
+	go s.tasks.close(ShutdownTimeout)
 	shutCtx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(shutCtx)
@@ -330,6 +344,7 @@ func (s *Server) serveListener(ctx context.Context, ln net.Listener) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		close(s.stopExpiry)
+		s.tasks.close(ShutdownTimeout)
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		defer cancel()
 		if err := s.streamable.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -30,7 +30,11 @@ import (
 //     cap gets 503, never a session in use evicted;
 //   - mcp-go still answers a request its client has cancelled with
 //     notifications/cancelled; here that answer is not sent (see
-//     [cancellations]).
+//     [cancellations]);
+//   - MCP tasks are served here, not by mcp-go (see task.go): the tasks/*
+//     methods are answered from the gateway's task store, for the
+//     requesting session only, and a task-augmented tools/call is
+//     prepared for the tool handler and answered with its task.
 //
 // It is a layer of its own, not a fork, so that it can go as mcp-go learns
 // these rules: each rule is tested through a real HTTP client, and a test
@@ -85,8 +89,28 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 		if msg.Method == string(mcp.MethodNotificationCancelled) {
 			s.cancels.cancel(id, msg.Params.RequestID)
 		}
+		if r.Method == http.MethodPost && isTaskMethod(msg.Method) {
+			s.serveTaskMethod(w, r, id, &msg)
+			return
+		}
+		var tr *taskRequest
+		if r.Method == http.MethodPost && msg.Method == string(mcp.MethodToolsCall) && len(msg.ID) > 0 {
+			var ok bool
+			if tr, ok = s.taskCall(w, id, &msg); !ok {
+				return
+			}
+			if tr != nil {
+				// Runs last, after the answer is written: the room goes
+				// back unless the call became a task.
+				defer tr.room.release()
+				r = r.WithContext(context.WithValue(r.Context(), taskRequestKey{}, tr))
+			}
+		}
 		if r.Method == http.MethodPost && len(msg.ID) > 0 {
 			cw := s.cancels.watch(w, id, msg.ID)
+			if tr != nil {
+				cw.replace = tr.result
+			}
 			defer s.cancels.done(cw)
 			next.ServeHTTP(cw, r)
 			return
@@ -102,6 +126,11 @@ type jsonrpcHead struct {
 	Params struct {
 		Meta      *mcp.Meta       `json:"_meta"`
 		RequestID json.RawMessage `json:"requestId"`
+		// Task is a tools/call's task parameter; TaskID and Cursor are
+		// those of the tasks/* methods.
+		Task   json.RawMessage `json:"task"`
+		TaskID json.RawMessage `json:"taskId"`
+		Cursor json.RawMessage `json:"cursor"`
 	} `json:"params"`
 }
 
@@ -123,6 +152,7 @@ func (s *Server) expireIdle(tick time.Duration, done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
+		s.tasks.sweep()
 		idle := s.sessions.idleOnes()
 		for _, id := range idle {
 			s.endSession(id)

@@ -32,6 +32,10 @@ type sessions struct {
 	max  int
 	now  func() time.Time
 
+	// onEnd, when set, is told of every session forgotten, after the fact
+	// and without the lock: the session's tasks go with it.
+	onEnd func(id string)
+
 	mu sync.Mutex
 	// live holds the sessions issued and not yet forgotten; guarded by mu.
 	live map[string]*session
@@ -75,8 +79,12 @@ func (s *sessions) Validate(id string) (isTerminated bool, err error) {
 // Terminate forgets id.
 func (s *sessions) Terminate(id string) (isNotAllowed bool, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	_, was := s.live[id]
 	delete(s.live, id)
+	s.mu.Unlock()
+	if was && s.onEnd != nil {
+		s.onEnd(id)
+	}
 	return false, nil
 }
 
