@@ -54,7 +54,8 @@ const (
 //     knowledge_store_mib: the store after it (database and write-ahead
 //     log).
 //   - knowledge_noop_update_ms: a full update that finds nothing changed
-//     (a gateway restarting on an indexed directory).
+//     (a gateway restarting on an indexed directory), the second one after
+//     the build.
 //   - knowledge_edit_p50_ms, _max_ms: one rewritten file brought into the
 //     index through Index.UpdatePaths, the path the watcher takes for an
 //     edit (goal: under 100 ms).
@@ -137,11 +138,16 @@ func benchKnowledge(tb testing.TB, quick bool) knowledgeFigures {
 	f.KnowledgeStoreMiB = round(float64(st.StoreBytes)/(1<<20), 2)
 	tb.Logf("knowledge: %d documents, %.2f MiB, %d sections indexed in %s; store %.2f MiB", docs, f.KnowledgeCorpusMiB, st.Sections, built.Round(time.Millisecond), f.KnowledgeStoreMiB)
 
-	start = time.Now()
-	if ch, err = idx.Update(ctx, nil); err != nil || !ch.Empty() {
-		tb.Fatalf("update of an unchanged directory: got %+v (%v), want no change", ch, err)
+	// The first update after the build reads again the files written
+	// just before it (see racyWindow in shared/knowledge); the second is
+	// what a restart on a settled directory costs.
+	for range 2 {
+		start = time.Now()
+		if ch, err = idx.Update(ctx, nil); err != nil || !ch.Empty() {
+			tb.Fatalf("update of an unchanged directory: got %+v (%v), want no change", ch, err)
+		}
+		f.KnowledgeNoopMS = millis(time.Since(start))
 	}
-	f.KnowledgeNoopMS = millis(time.Since(start))
 
 	// Edits: each rewrites a different document with a word no other one
 	// holds, updates it as the watcher would and checks the word is found.

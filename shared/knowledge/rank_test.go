@@ -29,19 +29,23 @@ func TestCommonWordsRankApart(t *testing.T) {
 	})
 	idx := openIndex(t, dir, Options{})
 	update(t, idx)
-	ctx := t.Context()
+	snap, err := idx.snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.close()
 
-	counts, err := idx.probe(ctx, queryTerms("the server quokka"))
+	counts, err := snap.probe(queryTerms("the server quokka"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if counts[0] <= commonRows || counts[1] <= commonRows || counts[2] > commonRows {
 		t.Fatalf("probe of the, server, quokka: got %v, want the first two over %d and quokka under", counts, commonRows)
 	}
-	if w, err := idx.idf(ctx, `"the"`); err != nil || w > minIDF {
+	if w, err := snap.idf(`"the"`); err != nil || w > minIDF {
 		t.Fatalf("weight of the: got %v (%v), want none", w, err)
 	}
-	if w, err := idx.idf(ctx, `"server"`); err != nil || w <= minIDF {
+	if w, err := snap.idf(`"server"`); err != nil || w <= minIDF {
 		t.Fatalf("weight of server: got %v (%v), want some", w, err)
 	}
 
@@ -64,11 +68,11 @@ func TestCommonWordsRankApart(t *testing.T) {
 			if len(got) == 0 {
 				t.Fatalf("got no hit, want one")
 			}
-			exact, err := idx.bm25(ctx, strings.Join(queryTerms(tt.query), " OR "), 1, false)
+			exact, err := snap.bm25(strings.Join(queryTerms(tt.query), " OR "), 1, false)
 			if err != nil || len(exact) != 1 {
 				t.Fatalf("exact ranking: got %v (%v)", exact, err)
 			}
-			found, err := idx.sectionsByID(ctx, exact)
+			found, err := snap.sectionsByID(exact)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -139,11 +139,20 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		return out, nil
 	}
 	match := strings.Join(terms, " OR ")
-	best, err := i.rank(ctx, terms, topK)
+	// One read transaction for the whole search: ranking, reading and
+	// excerpts see the same index while another gateway (or this one's
+	// watcher) replaces sections, so a ranked section is never missing,
+	// or another section, by the time it is read.
+	snap, err := i.snapshot(ctx)
 	if err != nil {
 		return out, err
 	}
-	found, err := i.sectionsByID(ctx, best)
+	defer snap.close()
+	best, err := snap.rank(terms, topK)
+	if err != nil {
+		return out, err
+	}
+	found, err := snap.sectionsByID(best)
 	if err != nil {
 		return out, err
 	}
@@ -154,7 +163,7 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		h.Text = r.lead + r.body
 		if len(h.Text) > excerptBytes {
 			var snippet string
-			err := i.queryRow(ctx, `SELECT snippet(sections_fts, 1, ?2, ?3, '…', ?4) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?5`,
+			err := snap.queryRow(`SELECT snippet(sections_fts, 1, ?2, ?3, '…', ?4) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?5`,
 				match, HighlightStart, HighlightEnd, excerptTokens, r.id).Scan(&snippet)
 			if err != nil {
 				return out, i.storeErr("searching the index", err)
@@ -193,7 +202,8 @@ type foundSection struct {
 }
 
 // sectionsByID reads the ranked sections, keeping the order of best.
-func (i *Index) sectionsByID(ctx context.Context, best []scored) ([]foundSection, error) {
+func (s *snapshot) sectionsByID(best []scored) ([]foundSection, error) {
+	i := s.i
 	if len(best) == 0 {
 		return nil, nil
 	}
@@ -202,7 +212,7 @@ func (i *Index) sectionsByID(ctx context.Context, best []scored) ([]foundSection
 		ids[n] = b.id
 	}
 	list, _ := json.Marshal(ids)
-	rows, err := i.query(ctx, `SELECT s.id, s.path, s.ordinal, s.heading, s.lead, s.body, d.title
+	rows, err := s.query(`SELECT s.id, s.path, s.ordinal, s.heading, s.lead, s.body, d.title
 		FROM sections s JOIN documents d ON d.path = s.path
 		WHERE s.id IN (SELECT value FROM json_each(?1))`, string(list))
 	if err != nil {
@@ -267,8 +277,8 @@ const (
 //     then sections holding one in their heading (the heading weight makes
 //     those the exact ranking's best too), then the other sections holding
 //     one; each of the three by BM25 over at most commonRows of its matches.
-func (i *Index) rank(ctx context.Context, terms []string, topK int) ([]scored, error) {
-	counts, err := i.probe(ctx, terms)
+func (s *snapshot) rank(terms []string, topK int) ([]scored, error) {
+	counts, err := s.probe(terms)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +289,7 @@ func (i *Index) rank(ctx context.Context, terms []string, topK int) ([]scored, e
 			rare = append(rare, t)
 			continue
 		}
-		w, err := i.idf(ctx, t)
+		w, err := s.idf(t)
 		if err != nil {
 			return nil, err
 		}
@@ -298,11 +308,11 @@ func (i *Index) rank(ctx context.Context, terms []string, topK int) ([]scored, e
 	terms = append(rare, common...)
 	all := strings.Join(terms, " OR ")
 	if len(common) == 0 {
-		return i.bm25(ctx, all, topK, false)
+		return s.bm25(all, topK, false)
 	}
 	if len(rare) > 0 {
 		anyRare := "(" + strings.Join(rare, " OR ") + ")"
-		cands, err := i.bm25(ctx, anyRare, max(candidateRows, topK), false)
+		cands, err := s.bm25(anyRare, max(candidateRows, topK), false)
 		if err != nil || len(cands) == 0 {
 			return cands, err
 		}
@@ -314,7 +324,7 @@ func (i *Index) rank(ctx context.Context, terms []string, topK int) ([]scored, e
 			w := weight[t]
 			// The sections with a rare term and this one: no more rows
 			// than the rare terms match, found by seeking, not scoring.
-			err = i.eachRow(ctx, anyRare+" AND "+t, func(id int64) {
+			err = s.eachRow(anyRare+" AND "+t, func(id int64) {
 				if n, ok := at[id]; ok {
 					cands[n].score += w
 				}
@@ -332,7 +342,7 @@ func (i *Index) rank(ctx context.Context, terms []string, topK int) ([]scored, e
 		tiers = append([]string{strings.Join(terms, " AND ")}, tiers...)
 	}
 	for _, match := range tiers {
-		more, err := i.bm25(ctx, match, topK+len(best), true)
+		more, err := s.bm25(match, topK+len(best), true)
 		if err != nil {
 			return nil, err
 		}
@@ -367,8 +377,9 @@ func appendNew(best, more []scored, limit int) []scored {
 }
 
 // eachRow calls fn with the row id of every section matching match.
-func (i *Index) eachRow(ctx context.Context, match string, fn func(int64)) error {
-	rows, err := i.query(ctx, `SELECT rowid FROM sections_fts WHERE sections_fts MATCH ?1`, match)
+func (s *snapshot) eachRow(match string, fn func(int64)) error {
+	i := s.i
+	rows, err := s.query(`SELECT rowid FROM sections_fts WHERE sections_fts MATCH ?1`, match)
 	if err != nil {
 		return i.storeErr("searching the index", err)
 	}
@@ -391,12 +402,13 @@ func (i *Index) eachRow(ctx context.Context, match string, fn func(int64)) error
 // matches (in row order) when there are more: a range of row ids, which
 // FTS5 seeks to, where a list of ids would make it evaluate the query
 // once per id.
-func (i *Index) bm25(ctx context.Context, match string, limit int, bounded bool) ([]scored, error) {
+func (s *snapshot) bm25(match string, limit int, bounded bool) ([]scored, error) {
+	i := s.i
 	rank := fmt.Sprintf("bm25(sections_fts, %g, 1.0)", i.headingWeight)
 	query := `SELECT rowid, ` + rank + ` AS score FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid <= ?3 ORDER BY score, rowid LIMIT ?2`
 	last := int64(math.MaxInt64)
 	if bounded {
-		err := i.queryRow(ctx, `SELECT rowid FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY rowid LIMIT 1 OFFSET ?2`, match, commonRows-1).Scan(&last)
+		err := s.queryRow(`SELECT rowid FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY rowid LIMIT 1 OFFSET ?2`, match, commonRows-1).Scan(&last)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			last = math.MaxInt64 // fewer matches than the bound
@@ -404,19 +416,19 @@ func (i *Index) bm25(ctx context.Context, match string, limit int, bounded bool)
 			return nil, i.storeErr("searching the index", err)
 		}
 	}
-	rows, err := i.query(ctx, query, match, limit, last)
+	rows, err := s.query(query, match, limit, last)
 	if err != nil {
 		return nil, i.storeErr("searching the index", err)
 	}
 	defer rows.Close()
 	var out []scored
 	for rows.Next() {
-		var s scored
-		if err := rows.Scan(&s.id, &s.score); err != nil {
+		var sc scored
+		if err := rows.Scan(&sc.id, &sc.score); err != nil {
 			return nil, i.storeErr("searching the index", err)
 		}
-		s.score = -s.score // FTS5's bm25 is lower for better matches
-		out = append(out, s)
+		sc.score = -sc.score // FTS5's bm25 is lower for better matches
+		out = append(out, sc)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, i.storeErr("searching the index", err)
@@ -426,15 +438,56 @@ func (i *Index) bm25(ctx context.Context, match string, limit int, bounded bool)
 
 // probe counts the sections each term matches, stopping past
 // [commonRows]: the cost of a count is bounded by it.
-func (i *Index) probe(ctx context.Context, terms []string) ([]int, error) {
+func (s *snapshot) probe(terms []string) ([]int, error) {
+	i := s.i
 	counts := make([]int, len(terms))
 	for n, t := range terms {
-		err := i.queryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, t, commonRows+1).Scan(&counts[n])
+		err := s.queryRow(`SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, t, commonRows+1).Scan(&counts[n])
 		if err != nil {
 			return nil, i.storeErr("searching the index", err)
 		}
 	}
 	return counts, nil
+}
+
+// snapshot is one search's read transaction: every statement of the
+// search reads the same state of the store.
+type snapshot struct {
+	ctx context.Context
+	i   *Index
+	tx  *sql.Tx
+}
+
+// snapshot begins a read transaction (deferred: it takes no write lock,
+// and a writer in WAL mode never blocks it).
+func (i *Index) snapshot(ctx context.Context) (*snapshot, error) {
+	tx, err := i.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, i.storeErr("searching the index", err)
+	}
+	return &snapshot{ctx: ctx, i: i, tx: tx}, nil
+}
+
+// close ends the read transaction.
+func (s *snapshot) close() { _ = s.tx.Rollback() }
+
+// query runs a prepared query in the transaction.
+func (s *snapshot) query(query string, args ...any) (*sql.Rows, error) {
+	st, err := s.i.prepared(s.ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.tx.StmtContext(s.ctx, st).QueryContext(s.ctx, args...)
+}
+
+// queryRow runs a prepared query of one row in the transaction.
+func (s *snapshot) queryRow(query string, args ...any) *sql.Row {
+	st, err := s.i.prepared(s.ctx, query)
+	if err != nil {
+		// A row that reports the error when scanned, as QueryRow does.
+		return s.tx.QueryRowContext(s.ctx, query, args...)
+	}
+	return s.tx.StmtContext(s.ctx, st).QueryRowContext(s.ctx, args...)
 }
 
 // prepared returns the statement of query, prepared once per index: a
@@ -455,44 +508,26 @@ func (i *Index) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
 	return s, nil
 }
 
-// query runs a prepared query.
-func (i *Index) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	s, err := i.prepared(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	return s.QueryContext(ctx, args...)
-}
-
-// queryRow runs a prepared query of one row.
-func (i *Index) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	s, err := i.prepared(ctx, query)
-	if err != nil {
-		// A row that reports the error when scanned, as QueryRow does.
-		return i.db.QueryRowContext(ctx, query, args...)
-	}
-	return s.QueryRowContext(ctx, args...)
-}
-
 // idf is FTS5's BM25 weight of a term found once in a section of average
 // length: its inverse document frequency, log((N - n + 0.5) / (n + 0.5)),
 // at least [minIDF]. The counts of common terms are kept until this process
 // next changes the index: counting one costs a read of its postings, and
 // a count a little stale (another process's update) only nudges a weight.
-func (i *Index) idf(ctx context.Context, term string) (float64, error) {
+func (s *snapshot) idf(term string) (float64, error) {
+	i := s.i
 	i.dfMu.Lock()
 	defer i.dfMu.Unlock()
 	if i.df == nil {
 		i.df = map[string]int64{}
 	}
 	if i.sectionCount == 0 {
-		if err := i.db.QueryRowContext(ctx, `SELECT count(*) FROM sections`).Scan(&i.sectionCount); err != nil {
+		if err := s.queryRow(`SELECT count(*) FROM sections`).Scan(&i.sectionCount); err != nil {
 			return 0, i.storeErr("searching the index", err)
 		}
 	}
 	n, ok := i.df[term]
 	if !ok {
-		if err := i.queryRow(ctx, `SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ?1`, term).Scan(&n); err != nil {
+		if err := s.queryRow(`SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ?1`, term).Scan(&n); err != nil {
 			return 0, i.storeErr("searching the index", err)
 		}
 		i.df[term] = n

@@ -277,7 +277,7 @@ func (w *writer) consider(root *os.Root, f candidate, known map[string]stored, c
 		ch.Unchanged++
 		return nil
 	}
-	data, ok := readDocument(root, f.name)
+	data, mtime, ok := readVersion(root, f.name, time.Now())
 	if !ok {
 		if have {
 			ch.Removed = append(ch.Removed, f.name)
@@ -294,7 +294,7 @@ func (w *writer) consider(root *os.Root, f candidate, known map[string]stored, c
 		// Touched, not changed: remember the new time so the next walk
 		// skips it without reading.
 		ch.Unchanged++
-		if _, err := w.tx.ExecContext(w.ctx, `UPDATE documents SET mtime = ?, bytes = ? WHERE path = ?`, f.mtime, int64(len(data)), f.name); err != nil {
+		if _, err := w.tx.ExecContext(w.ctx, `UPDATE documents SET mtime = ?, bytes = ? WHERE path = ?`, mtime, int64(len(data)), f.name); err != nil {
 			return w.i.storeErr("writing the index", err)
 		}
 		return w.step()
@@ -311,7 +311,7 @@ func (w *writer) consider(root *os.Root, f candidate, known map[string]stored, c
 	}
 	chunks := chunkDocument(f.name, data)
 	if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO documents(path, title, hash, bytes, mtime, sections, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		f.name, title(f.name, data), hash, int64(len(data)), f.mtime, len(chunks), w.now); err != nil {
+		f.name, title(f.name, data), hash, int64(len(data)), mtime, len(chunks), w.now); err != nil {
 		return w.i.storeErr("writing the index", err)
 	}
 	for n, c := range chunks {
