@@ -278,20 +278,16 @@ const (
 //     those the exact ranking's best too), then the other sections holding
 //     one; each of the three by BM25 over at most commonRows of its matches.
 func (s *snapshot) rank(terms []string, topK int) ([]scored, error) {
-	counts, err := s.probe(terms)
-	if err != nil {
-		return nil, err
-	}
 	var rare, common, weightless []string
 	weight := map[string]float64{}
-	for n, t := range terms {
-		if counts[n] <= commonRows {
-			rare = append(rare, t)
-			continue
-		}
-		w, err := s.idf(t)
+	for _, t := range terms {
+		w, isCommon, err := s.weigh(t)
 		if err != nil {
 			return nil, err
+		}
+		if !isCommon {
+			rare = append(rare, t)
+			continue
 		}
 		if w <= minIDF {
 			// In half the sections or more: BM25 gives it no weight, so
@@ -408,12 +404,12 @@ func (s *snapshot) bm25(match string, limit int, bounded bool) ([]scored, error)
 	query := `SELECT rowid, ` + rank + ` AS score FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid <= ?3 ORDER BY score, rowid LIMIT ?2`
 	last := int64(math.MaxInt64)
 	if bounded {
-		err := s.queryRow(`SELECT rowid FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY rowid LIMIT 1 OFFSET ?2`, match, commonRows-1).Scan(&last)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			last = math.MaxInt64 // fewer matches than the bound
-		case err != nil:
-			return nil, i.storeErr("searching the index", err)
+		at, ok, err := s.nthMatch(match, commonRows)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			last = at
 		}
 	}
 	rows, err := s.query(query, match, limit, last)
@@ -436,18 +432,56 @@ func (s *snapshot) bm25(match string, limit int, bounded bool) ([]scored, error)
 	return out, nil
 }
 
-// probe counts the sections each term matches, stopping past
-// [commonRows]: the cost of a count is bounded by it.
-func (s *snapshot) probe(terms []string) ([]int, error) {
-	i := s.i
-	counts := make([]int, len(terms))
-	for n, t := range terms {
-		err := s.queryRow(`SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, t, commonRows+1).Scan(&counts[n])
-		if err != nil {
-			return nil, i.storeErr("searching the index", err)
+// nthMatch returns the row id of the n-th section (from 1) matching
+// match in row order, or false when fewer match: a cost bounded by n.
+func (s *snapshot) nthMatch(match string, n int) (int64, bool, error) {
+	var id int64
+	err := s.queryRow(`SELECT rowid FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY rowid LIMIT 1 OFFSET ?2`, match, n-1).Scan(&id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, s.i.storeErr("searching the index", err)
+	}
+	return id, true, nil
+}
+
+// weigh tells whether term matches more than [commonRows] sections and,
+// if so, returns its BM25 weight for one occurrence in a section of
+// average length: its inverse document frequency, log((N - n + 0.5) / (n +
+// 0.5)), at least [minIDF] (reached at half the sections). The counts
+// behind it read a common term's postings, so they are kept until the
+// index changes (its updated_at, which every update of any process
+// sharing the store sets), and a count stops at half the sections.
+func (s *snapshot) weigh(term string) (float64, bool, error) {
+	_, common, err := s.nthMatch(term, commonRows+1)
+	if err != nil || !common {
+		return 0, false, err
+	}
+	var version string
+	if err := s.queryRow(`SELECT coalesce((SELECT value FROM meta WHERE key = 'updated_at'), '')`).Scan(&version); err != nil {
+		return 0, false, s.i.storeErr("searching the index", err)
+	}
+	c := &s.i.counts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.version != version || c.df == nil {
+		c.version, c.sections, c.df = version, 0, map[string]int64{}
+	}
+	if c.sections == 0 {
+		if err := s.queryRow(`SELECT count(*) FROM sections`).Scan(&c.sections); err != nil {
+			return 0, false, s.i.storeErr("searching the index", err)
 		}
 	}
-	return counts, nil
+	n, ok := c.df[term]
+	if !ok {
+		if err := s.queryRow(`SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, term, c.sections/2+1).Scan(&n); err != nil {
+			return 0, false, s.i.storeErr("searching the index", err)
+		}
+		c.df[term] = n
+	}
+	w := math.Log((float64(c.sections-n) + 0.5) / (float64(n) + 0.5))
+	return max(w, minIDF), true, nil
 }
 
 // snapshot is one search's read transaction: every statement of the
@@ -506,42 +540,6 @@ func (i *Index) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
 		return prev.(*sql.Stmt), nil
 	}
 	return s, nil
-}
-
-// idf is FTS5's BM25 weight of a term found once in a section of average
-// length: its inverse document frequency, log((N - n + 0.5) / (n + 0.5)),
-// at least [minIDF]. The counts of common terms are kept until this process
-// next changes the index: counting one costs a read of its postings, and
-// a count a little stale (another process's update) only nudges a weight.
-func (s *snapshot) idf(term string) (float64, error) {
-	i := s.i
-	i.dfMu.Lock()
-	defer i.dfMu.Unlock()
-	if i.df == nil {
-		i.df = map[string]int64{}
-	}
-	if i.sectionCount == 0 {
-		if err := s.queryRow(`SELECT count(*) FROM sections`).Scan(&i.sectionCount); err != nil {
-			return 0, i.storeErr("searching the index", err)
-		}
-	}
-	n, ok := i.df[term]
-	if !ok {
-		if err := s.queryRow(`SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ?1`, term).Scan(&n); err != nil {
-			return 0, i.storeErr("searching the index", err)
-		}
-		i.df[term] = n
-	}
-	w := math.Log((float64(i.sectionCount-n) + 0.5) / (float64(n) + 0.5))
-	return max(w, minIDF), nil
-}
-
-// forgetCounts drops the cached term counts after this process changed
-// the index.
-func (i *Index) forgetCounts() {
-	i.dfMu.Lock()
-	i.df, i.sectionCount = nil, 0
-	i.dfMu.Unlock()
 }
 
 // Citation returns the citation of section ordinal of document name.

@@ -104,14 +104,16 @@ type Index struct {
 	// server can tell its results from a same-named tool's.
 	searchTool atomic.Pointer[any]
 
-	// dfMu guards df and sectionCount, the counts [Index.idf] keeps
-	// between updates of this process.
 	// stmts holds the prepared statements of searches, by query text.
 	stmts sync.Map
-
-	dfMu         sync.Mutex
-	df           map[string]int64
-	sectionCount int64
+	// counts are the section counts of common terms searches weigh by,
+	// for one version of the index (see [snapshot.weigh]).
+	counts struct {
+		mu       sync.Mutex
+		version  string
+		sections int64
+		df       map[string]int64
+	}
 }
 
 // Open opens (creating when absent) the index of opts.Directory at
@@ -393,7 +395,6 @@ func (i *Index) clear(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return i.refuse("cannot empty the index", err)
 	}
-	i.forgetCounts()
 	return nil
 }
 

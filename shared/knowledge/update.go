@@ -241,7 +241,6 @@ func (w *writer) commit() error {
 	}
 	err := w.tx.Commit()
 	w.tx, w.pending = nil, 0
-	w.i.forgetCounts()
 	if err != nil {
 		return w.i.storeErr("writing the index", err)
 	}
