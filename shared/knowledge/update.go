@@ -98,6 +98,17 @@ func (i *Index) Update(ctx context.Context, progress Progress) (Changes, error) 
 		return ch, err
 	}
 	sortChanges(&ch)
+	if len(ch.Added)+len(ch.Changed)+len(ch.Removed) >= batchSize {
+		// A large update (a first build) leaves tens of megabytes of
+		// write-ahead log that every read would look pages up in, and
+		// that the store would carry on disk: copy it into the
+		// database and empty it. Failing (a reader holding an old
+		// snapshot past the busy timeout) only leaves that for the
+		// next checkpoint.
+		if _, err := i.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			i.log.Debug("checkpointing the knowledge index", "store", i.store, "error", err)
+		}
+	}
 	return ch, nil
 }
 
@@ -276,6 +287,13 @@ func (w *writer) consider(root *os.Root, f candidate, known map[string]stored, c
 		ch.Unchanged++
 		return nil
 	}
+	// Read under the write lock, and compare with what the store holds
+	// now: another gateway on the same store may have indexed this file
+	// since known was read, from a later read than one made before the
+	// lock, and would be overwritten with older content.
+	if err := w.begin(); err != nil {
+		return err
+	}
 	data, mtime, ok := readVersion(root, f.name, time.Now())
 	if !ok {
 		if have {
@@ -286,10 +304,13 @@ func (w *writer) consider(root *os.Root, f candidate, known map[string]stored, c
 	}
 	sum := sha256.Sum256(data)
 	hash := hex.EncodeToString(sum[:])
-	if err := w.begin(); err != nil {
-		return err
+	var current string
+	switch err := w.tx.QueryRowContext(w.ctx, `SELECT hash FROM documents WHERE path = ?`, f.name).Scan(&current); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return w.i.storeErr("reading the index", err)
 	}
-	if have && old.hash == hash {
+	if have && current == hash {
 		// Touched, not changed: remember the new time so the next walk
 		// skips it without reading.
 		ch.Unchanged++
