@@ -124,8 +124,10 @@ func queryTerms(text string) []string {
 // Search returns the topK best sections for query, ranked by BM25 with
 // headings weighted above body text. topK outside 1..[MaxTopK] is clamped
 // ([DefaultTopK] when zero or less). A query without words finds nothing.
-// Long sections come back as highlighted excerpts, and hits are cut so the
-// answer stays within knowledge.max_result_bytes.
+// Words found in more than 500 sections are ranked apart, by
+// bounded work (see [snapshot.rank]). Long sections come back as
+// highlighted excerpts, and hits are cut so the answer stays within
+// knowledge.max_result_bytes.
 func (i *Index) Search(ctx context.Context, query string, topK int) (Results, error) {
 	switch {
 	case topK <= 0:
@@ -247,11 +249,11 @@ func (s *snapshot) sectionsByID(best []scored) ([]foundSection, error) {
 // postings: a word found in most sections ("the", or "server" in a docs
 // tree about servers) would make every search of a large index cost tens
 // of milliseconds. Words matching more than commonRows sections are
-// therefore ranked apart (see [Index.rank]).
+// therefore ranked apart (see [snapshot.rank]).
 const (
 	// commonRows is how many sections a word may match and still be
 	// ranked by FTS5 with the rest of the query.
-	commonRows = 1000
+	commonRows = 500
 	// candidateRows is how many sections the rare words of a query
 	// nominate before the common words re-rank them.
 	candidateRows = 100
