@@ -15,17 +15,18 @@ import (
 )
 
 // churnText is version v of churned document n: long sections (so
-// searches cut excerpts), every one naming the version, so a document
-// indexed from two versions at once would show two.
+// searches cut excerpts) with the searched words once each, every section
+// naming the version, so a document indexed from two versions at once
+// would show two.
 func churnText(n, v int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Churn %d\n\n", n)
 	for s := range 3 {
 		fmt.Fprintf(&b, "## Part %d of version ver%05d\n\n", s, v)
 		for range 40 {
-			fmt.Fprintf(&b, "rotation lease ver%05d renewal cycle ", v)
+			fmt.Fprintf(&b, "filler words ver%05d without meaning ", v)
 		}
-		b.WriteString("\n\n")
+		b.WriteString("\nThe rotation lease needs a renewal.\n\n")
 	}
 	return b.String()
 }
@@ -288,5 +289,60 @@ func TestRacyModificationTime(t *testing.T) {
 	var mtime int64
 	if err := idx.db.QueryRow(`SELECT mtime FROM documents WHERE path = 'a.md'`).Scan(&mtime); err != nil || mtime != old.UnixNano() {
 		t.Fatalf("stored time: got %d (%v), want the file's %d", mtime, err, old.UnixNano())
+	}
+}
+
+// TestDamagedStore overwrites pages in the middle of a store, past the
+// header Open reads: Open still opens it (a gateway must not read the
+// whole store before it listens), Check and Run refuse it naming
+// knowledge.store and the rebuild command, and the rebuild replaces it.
+func TestDamagedStore(t *testing.T) {
+	files := map[string]string{}
+	for n := range 200 {
+		files[fmt.Sprintf("d%03d.md", n)] = churnText(n, 1)
+	}
+	dir := writeDocs(t, files)
+	store := filepath.Join(t.TempDir(), "store")
+	idx := openIndex(t, dir, Options{Store: store})
+	update(t, idx)
+	idx.Close()
+	db := filepath.Join(store, StoreFile)
+	f, err := os.OpenFile(db, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Size() < 64<<10 {
+		t.Fatalf("store size: got %v (%v), want a store of several pages", fi.Size(), err)
+	}
+	if _, err := f.WriteAt([]byte(strings.Repeat("\xa5", 16<<10)), fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	damaged, err := Open(Options{Directory: dir, Store: store})
+	if err != nil {
+		t.Fatalf("opening the damaged store: got %v, want it opened and refused by Check", err)
+	}
+	defer damaged.Close()
+	for name, err := range map[string]error{"Check": damaged.Check(t.Context()), "Run": damaged.Run(t.Context(), nil)} {
+		if !errors.Is(err, ErrStore) || !strings.Contains(err.Error(), "knowledge.store") || !strings.Contains(err.Error(), RebuildCommand) {
+			t.Errorf("%s: got %v, want the corrupt store named with the rebuild command", name, err)
+		}
+	}
+	if damaged.Building() {
+		t.Error("Building after Run refused the store: got true, want false")
+	}
+
+	rebuilt, err := Open(Options{Directory: dir, Store: store, Rebuild: true})
+	if err != nil {
+		t.Fatalf("rebuilding: got %v, want a fresh store", err)
+	}
+	defer rebuilt.Close()
+	if ch := update(t, rebuilt); len(ch.Added) != len(files) {
+		t.Errorf("after the rebuild: got %d added, want %d", len(ch.Added), len(files))
+	}
+	if err := rebuilt.Check(t.Context()); err != nil {
+		t.Errorf("the rebuilt store: %v", err)
 	}
 }

@@ -307,15 +307,33 @@ func (i *Index) prepare(ctx context.Context, tokenizer string, rebuild bool) err
 	if version != schemaVersion {
 		return i.refuse(fmt.Sprintf("built by another version of fiskfleet (schema %d, this one reads %d)", version, schemaVersion), errors.New("schema version mismatch"))
 	}
+	if rebuild {
+		if err := i.Check(ctx); err != nil {
+			return err
+		}
+		return i.clear(ctx)
+	}
+	return nil
+}
+
+// Check reads the whole store for corruption (SQLite's quick check, which
+// covers the full-text index too), returning an error naming
+// knowledge.store and [RebuildCommand] when it is damaged. [Open] checks
+// only that the file is a fiskfleet index of this version: reading all of
+// a large store takes seconds, which a gateway must not spend before it
+// listens, so [Index.Run] checks in the background before its first
+// update. A damaged page a search or update meets before then fails it
+// with the same error.
+func (i *Index) Check(ctx context.Context) error {
 	var ok string
 	if err := i.db.QueryRowContext(ctx, "PRAGMA quick_check(1)").Scan(&ok); err != nil || ok != "ok" {
 		if err == nil {
 			err = errors.New(ok)
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return i.refuse("the index is corrupt", err)
-	}
-	if rebuild {
-		return i.clear(ctx)
 	}
 	return nil
 }
