@@ -159,7 +159,9 @@ func TestKnowledgeTwoGatewaysOneStore(t *testing.T) {
 	}
 	for _, gw := range gws {
 		out := gw.Output()
-		for _, bad := range []string{"locked", "malformed", "corrupt", "level=ERROR"} {
+		// The index's own failures (the cancelled calls at the end of
+		// the run log broken pipes, which are not the store's).
+		for _, bad := range []string{"locked", "malformed", "corrupt", "updating the knowledge index", "building the knowledge index", "knowledge index not kept current"} {
 			if strings.Contains(out, bad) {
 				t.Errorf("gateway pid %d logged %q:\n%s", gw.PID, bad, out)
 				break
