@@ -237,6 +237,8 @@ type benchReport struct {
 	Scale1PerS        float64 `json:"scale1_per_s"`
 	Scale4PerS        float64 `json:"scale4_per_s"`
 	ScalingEfficiency float64 `json:"scaling_efficiency"`
+
+	knowledgeFigures // knowledge_*: see knowledge_bench_test.go
 }
 
 // benchSeries is one measured path: run makes one call and checks its
@@ -627,6 +629,8 @@ func TestBenchReport(t *testing.T) {
 	rep.ScalingEfficiency = efficiency(rep.Scale1PerS, rep.Scale4PerS, scaleAgents)
 	t.Logf("scaling efficiency: %.3f", rep.ScalingEfficiency)
 
+	rep.knowledgeFigures = benchKnowledge(t, set.mode == quickBench.mode)
+
 	rep.Load1mEnd = load1m()
 	rep.ElapsedS = round(time.Since(began).Seconds(), 1)
 	data, err := json.MarshalIndent(rep, "", "  ")
@@ -801,7 +805,7 @@ func TestBenchReportFlat(t *testing.T) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(doc), reflect.TypeFor[benchReport]().NumField(); got != want {
+	if got, want := len(doc), reportKeys(reflect.TypeFor[benchReport]()); got != want {
 		t.Errorf("keys: got %d, want one per field (%d)", got, want)
 	}
 	for k, v := range doc {

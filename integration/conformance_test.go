@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goccy/go-yaml"
+
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 )
@@ -243,21 +245,49 @@ func tally(checks []conformanceCheck) (failed []conformanceCheck, passed int) {
 	return failed, passed
 }
 
-// startDemoFleet starts the dev fleet of [demoConfig] on a private bus, as
-// `make run` does with the same file: one `a2a-agent serve` on identity
-// demo and `mcp-gateway serve` in front of it on a random loopback port,
-// with fiskdemo found on PATH and the file's nats context in the home. It
-// returns the gateway once it lists both its local tools and the ones it
-// imports from the agent, so the suite sees both kinds.
-func startDemoFleet(tb testing.TB) *gatewayProcess {
+// demoWithKnowledge writes [demoConfig] with a knowledge directory of a
+// few documents served as MCP resources (expose.agent.mcp.resources:
+// [knowledge]) and returns its path: the dev fleet as an operator who
+// turned resources on runs it, so the suite's resource scenarios have
+// resources to list.
+func demoWithKnowledge(tb testing.TB) string {
 	tb.Helper()
-	cfgPath, err := filepath.Abs(demoConfig)
+	src, err := os.ReadFile(demoConfig)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		tb.Fatalf("%s: %v", demoConfig, err)
+	}
+	mcp, ok := doc["expose"].(map[string]any)["agent"].(map[string]any)["mcp"].(map[string]any)
+	if !ok {
+		tb.Fatalf("%s: no expose.agent.mcp mapping", demoConfig)
+	}
+	mcp["resources"] = []string{config.ResourceKnowledge}
+	docs := tb.TempDir()
+	fleettest.WriteFile(tb, docs, "runbook.md", "# Runbook\n\n## Restart\n\nRestart the demo agents one at a time.\n")
+	fleettest.WriteFile(tb, docs, "notes.txt", "Notes about the demo fleet.\n")
+	doc["knowledge"] = map[string]any{"directory": docs, "store": filepath.Join(tb.TempDir(), "store")}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return fleettest.WriteFile(tb, tb.TempDir(), "demo-knowledge.yaml", string(out))
+}
+
+// startDemoFleet starts the dev fleet of cfgPath (a copy of [demoConfig])
+// on a private bus, as `make run` does with its file: one `a2a-agent
+// serve` on identity demo and `mcp-gateway serve` in front of it on a
+// random loopback port, with fiskdemo found on PATH and the file's nats
+// context in the home. It returns the gateway once it lists both its
+// local tools and the ones it imports from the agent, so the suite sees
+// both kinds.
+func startDemoFleet(tb testing.TB, cfgPath string) *gatewayProcess {
+	tb.Helper()
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
-		tb.Fatalf("loading %s: %v", demoConfig, err)
+		tb.Fatalf("loading %s: %v", cfgPath, err)
 	}
 	demo := fleettest.FiskDemo(tb)
 	if filepath.Base(demo) != cfg.ApplicationPath {
@@ -278,7 +308,8 @@ func startDemoFleet(tb testing.TB) *gatewayProcess {
 }
 
 // TestMCPConformance runs every server scenario of the official MCP
-// conformance suite against `mcp-gateway serve` fronting the dev fleet. A
+// conformance suite against `mcp-gateway serve` fronting the dev fleet,
+// with knowledge documents served as resources (see [demoWithKnowledge]). A
 // scenario in [notApplicablePath] must not pass (it would belong out of the
 // list); every other scenario must record at least one passing check and
 // no failing one. The scenario list comes from the suite itself, so a
@@ -294,7 +325,7 @@ func TestMCPConformance(t *testing.T) {
 		}
 	}
 
-	gw := startDemoFleet(t)
+	gw := startDemoFleet(t, demoWithKnowledge(t))
 	out := t.TempDir()
 	// One run of every scenario, pending ones included: the suite decides
 	// nothing here, each scenario is judged below from its checks.

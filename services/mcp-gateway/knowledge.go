@@ -121,6 +121,13 @@ func (c *knowledgeIndexCmd) Run(ctx context.Context, log *slog.Logger, e env) er
 		return err
 	}
 	defer idx.Close()
+	// Opening read only the header; an update would meet a damaged page
+	// part way. --reindex has checked already.
+	if !c.Reindex {
+		if err := idx.Check(ctx); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	progress, done := progressFor(e.stdout)
 	ch, err := idx.Update(ctx, progress)

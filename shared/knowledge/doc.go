@@ -9,14 +9,19 @@
 // headings (parsed with goldmark), each section carrying its heading path;
 // other text by paragraphs; every section bounded by [MaxSectionBytes] and
 // cited as relpath#ordinal. Words in a heading count more than words in
-// body text. A query is words, never FTS5 syntax: see [Query].
+// body text. A query is words, never FTS5 syntax: see [Query]. A word found
+// in more than 500 sections is ranked apart from the others, so a
+// search of a large index costs milliseconds whatever it asks (see
+// [Index.Search]); every search reads one snapshot of the store.
 //
 // The store is rebuildable data: one per identity under the user's cache
 // directory unless knowledge.store says otherwise, never inside the
 // directory, files 0600 in a 0700 folder, in WAL mode so searches read
 // while one writer updates and two gateways can share it. An update is
 // incremental ([Index.Update]): unchanged files are skipped by size and
-// modification time, then by content hash. [Index.Run] builds at start and
+// modification time, then by content hash; a file modified within two
+// seconds of being read is read again by the next update, since a change
+// within one tick of the file system's clock keeps both. [Index.Run] builds at start and
 // then follows the directory with fsnotify.
 //
 // Only regular text files inside the directory are indexed, within

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -110,21 +111,46 @@ func statCandidate(root *os.Root, name string) (candidate, bool) {
 // readDocument reads name through root, or reports false for a file that
 // is too large, is not text, or cannot be read.
 func readDocument(root *os.Root, name string) ([]byte, bool) {
+	data, _, ok := readVersion(root, name, time.Now())
+	return data, ok
+}
+
+// racyWindow is how recently before a read a file may have been modified
+// and still have its modification time trusted. A write lands within the
+// file system's timestamp granularity (a clock tick, or seconds on some
+// file systems) of the previous one, so a file written just before or
+// while it was read may hold other bytes than were read under the same
+// modification time and size.
+const racyWindow = 2 * time.Second
+
+// readVersion is readDocument that also returns the modification time to
+// remember for the bytes read: the file's, taken before reading, or 0
+// when the file changed while it was read or was modified within
+// [racyWindow] of now. 0 matches no file, so the next update reads the
+// file again and compares its content hash instead of trusting its time.
+func readVersion(root *os.Root, name string, now time.Time) ([]byte, int64, bool) {
 	f, err := root.Open(name)
 	if err != nil {
-		return nil, false
+		return nil, 0, false
 	}
 	defer f.Close()
 	// The entry may have been replaced since the walk listed it; root keeps
 	// any link inside the directory, and this keeps it a regular file.
-	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
-		return nil, false
+	before, err := f.Stat()
+	if err != nil || !before.Mode().IsRegular() {
+		return nil, 0, false
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxDocumentSize+1))
 	if err != nil || len(data) > MaxDocumentSize || !isText(data) {
-		return nil, false
+		return nil, 0, false
 	}
-	return data, true
+	mtime := before.ModTime().UnixNano()
+	after, err := f.Stat()
+	if err != nil || after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) ||
+		int64(len(data)) != before.Size() || now.Sub(before.ModTime()) < racyWindow {
+		mtime = 0
+	}
+	return data, mtime, true
 }
 
 // textName reports whether name has a text extension or none at all.

@@ -1,14 +1,17 @@
 package knowledge
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -96,6 +99,12 @@ type Results struct {
 // BM25 ranks sections holding more and rarer words first. Words are
 // lower-cased and deduplicated; only the first [maxQueryTerms] count.
 func Query(text string) (string, bool) {
+	terms := queryTerms(text)
+	return strings.Join(terms, " OR "), len(terms) > 0
+}
+
+// queryTerms returns the quoted FTS5 strings of [Query], one a word.
+func queryTerms(text string) []string {
 	var terms []string
 	seen := map[string]bool{}
 	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) }) {
@@ -109,14 +118,16 @@ func Query(text string) (string, bool) {
 			break
 		}
 	}
-	return strings.Join(terms, " OR "), len(terms) > 0
+	return terms
 }
 
 // Search returns the topK best sections for query, ranked by BM25 with
 // headings weighted above body text. topK outside 1..[MaxTopK] is clamped
 // ([DefaultTopK] when zero or less). A query without words finds nothing.
-// Long sections come back as highlighted excerpts, and hits are cut so the
-// answer stays within knowledge.max_result_bytes.
+// Words found in more than 500 sections are ranked apart, by
+// bounded work (see [snapshot.rank]). Long sections come back as
+// highlighted excerpts, and hits are cut so the answer stays within
+// knowledge.max_result_bytes.
 func (i *Index) Search(ctx context.Context, query string, topK int) (Results, error) {
 	switch {
 	case topK <= 0:
@@ -125,41 +136,28 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		topK = MaxTopK
 	}
 	out := Results{Notice: Notice, Hits: []Hit{}, Building: i.building.Load()}
-	match, ok := Query(query)
-	if !ok {
+	terms := queryTerms(query)
+	if len(terms) == 0 {
 		return out, nil
 	}
-	// Rank first, reading nothing but rowids and scores, so the cost of
-	// joins and excerpts is paid for topK sections, not every match.
-	rank := fmt.Sprintf("bm25(sections_fts, %g, 1.0)", i.headingWeight)
-	rows, err := i.db.QueryContext(ctx, `SELECT s.path, s.ordinal, s.heading, s.lead, s.body, d.title, r.score, r.id
-		FROM (SELECT rowid AS id, `+rank+` AS score FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY score LIMIT ?2) r
-		JOIN sections s ON s.id = r.id
-		JOIN documents d ON d.path = s.path
-		ORDER BY r.score, s.path, s.ordinal`, match, topK)
+	match := strings.Join(terms, " OR ")
+	// One read transaction for the whole search: ranking, reading and
+	// excerpts see the same index while another gateway (or this one's
+	// watcher) replaces sections, so a ranked section is never missing,
+	// or another section, by the time it is read.
+	snap, err := i.snapshot(ctx)
 	if err != nil {
-		return out, i.storeErr("searching the index", err)
+		return out, err
 	}
-	defer rows.Close()
-	type ranked struct {
-		h          Hit
-		lead, body string
-		id         int64
+	defer snap.close()
+	best, err := snap.rank(terms, topK)
+	if err != nil {
+		return out, err
 	}
-	var found []ranked
-	for rows.Next() {
-		var r ranked
-		var score float64
-		if err := rows.Scan(&r.h.Document, &r.h.Ordinal, &r.h.Heading, &r.lead, &r.body, &r.h.Title, &score, &r.id); err != nil {
-			return out, i.storeErr("searching the index", err)
-		}
-		r.h.Score = math.Round(-score*1e4) / 1e4
-		found = append(found, r)
+	found, err := snap.sectionsByID(best)
+	if err != nil {
+		return out, err
 	}
-	if err := rows.Err(); err != nil {
-		return out, i.storeErr("searching the index", err)
-	}
-	rows.Close()
 	budget := i.maxResultBytes - len(Notice) - 64
 	for _, r := range found {
 		h := r.h
@@ -167,7 +165,7 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		h.Text = r.lead + r.body
 		if len(h.Text) > excerptBytes {
 			var snippet string
-			err := i.db.QueryRowContext(ctx, `SELECT snippet(sections_fts, 1, ?2, ?3, '…', ?4) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?5`,
+			err := snap.queryRow(`SELECT snippet(sections_fts, 1, ?2, ?3, '…', ?4) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?5`,
 				match, HighlightStart, HighlightEnd, excerptTokens, r.id).Scan(&snippet)
 			if err != nil {
 				return out, i.storeErr("searching the index", err)
@@ -189,6 +187,361 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		out.Hits = append(out.Hits, h)
 	}
 	return out, nil
+}
+
+// scored is one ranked section: its row id and relevance (higher is
+// better).
+type scored struct {
+	id    int64
+	score float64
+}
+
+// foundSection is a ranked section read back for the answer.
+type foundSection struct {
+	h          Hit
+	lead, body string
+	id         int64
+}
+
+// sectionsByID reads the ranked sections, keeping the order of best.
+func (s *snapshot) sectionsByID(best []scored) ([]foundSection, error) {
+	i := s.i
+	if len(best) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(best))
+	for n, b := range best {
+		ids[n] = b.id
+	}
+	list, _ := json.Marshal(ids)
+	rows, err := s.query(`SELECT s.id, s.path, s.ordinal, s.heading, s.lead, s.body, d.title
+		FROM sections s JOIN documents d ON d.path = s.path
+		WHERE s.id IN (SELECT value FROM json_each(?1))`, string(list))
+	if err != nil {
+		return nil, i.storeErr("searching the index", err)
+	}
+	defer rows.Close()
+	byID := make(map[int64]foundSection, len(best))
+	for rows.Next() {
+		var f foundSection
+		if err := rows.Scan(&f.id, &f.h.Document, &f.h.Ordinal, &f.h.Heading, &f.lead, &f.body, &f.h.Title); err != nil {
+			return nil, i.storeErr("searching the index", err)
+		}
+		byID[f.id] = f
+	}
+	if err := rows.Err(); err != nil {
+		return nil, i.storeErr("searching the index", err)
+	}
+	out := make([]foundSection, 0, len(best))
+	for _, b := range best {
+		// A section replaced by a writer between ranking and reading is
+		// left out rather than shown from the new content.
+		if f, ok := byID[b.id]; ok {
+			f.h.Score = math.Round(b.score*1e4) / 1e4
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// Ranking cost. FTS5 scores every section a query matches, at about a
+// microsecond each, and computes each word's rarity by reading all of its
+// postings: a word found in most sections ("the", or "server" in a docs
+// tree about servers) would make every search of a large index cost tens
+// of milliseconds. Words matching more than commonRows sections are
+// therefore ranked apart (see [snapshot.rank]).
+const (
+	// commonRows is how many sections a word may match and still be
+	// ranked by FTS5 with the rest of the query.
+	commonRows = 500
+	// candidateRows is how many sections the rare words of a query
+	// nominate before the common words re-rank them.
+	candidateRows = 100
+	// minIDF is the least weight FTS5's BM25 gives a term: that of a term
+	// found in half the sections or more.
+	minIDF = 1e-6
+)
+
+// rank returns the ids and scores of the topK best sections for terms
+// (quoted FTS5 strings), best first. When every term matches at most
+// [commonRows] sections, that is BM25 over all of them, headings weighted
+// (the exact ranking). Otherwise, since ranking a common word exactly
+// costs in proportion to its postings:
+//
+//   - a term in half the sections or more, to which BM25 gives no weight,
+//     is left out unless the query has nothing else;
+//   - with some rare terms, the rare terms nominate [candidateRows]
+//     sections by BM25, and each common term found in a candidate adds its
+//     BM25 weight for one occurrence (its inverse document frequency): a
+//     section with the rare words and the common ones ranks above one with
+//     the rare words alone, as in the exact ranking;
+//   - with common terms only, sections holding all of them rank first,
+//     then sections holding one in their heading (the heading weight makes
+//     those the exact ranking's best too), then the other sections holding
+//     one; each of the three by BM25 over at most commonRows of its matches.
+func (s *snapshot) rank(terms []string, topK int) ([]scored, error) {
+	var rare, common, weightless []string
+	weight := map[string]float64{}
+	for _, t := range terms {
+		w, isCommon, err := s.weigh(t)
+		if err != nil {
+			return nil, err
+		}
+		if !isCommon {
+			rare = append(rare, t)
+			continue
+		}
+		if w <= minIDF {
+			// In half the sections or more: BM25 gives it no weight, so
+			// it changes no ranking, and only costs.
+			weightless = append(weightless, t)
+			continue
+		}
+		weight[t] = w
+		common = append(common, t)
+	}
+	if len(rare)+len(common) == 0 {
+		common = weightless // nothing but words like "the": rank by them
+	}
+	terms = append(rare, common...)
+	all := strings.Join(terms, " OR ")
+	if len(common) == 0 {
+		return s.bm25(all, topK, false)
+	}
+	if len(rare) > 0 {
+		anyRare := "(" + strings.Join(rare, " OR ") + ")"
+		cands, err := s.bm25(anyRare, max(candidateRows, topK), false)
+		if err != nil || len(cands) == 0 {
+			return cands, err
+		}
+		at := make(map[int64]int, len(cands))
+		for n, c := range cands {
+			at[c.id] = n
+		}
+		for _, t := range common {
+			w := weight[t]
+			// The sections with a rare term and this one: no more rows
+			// than the rare terms match, found by seeking, not scoring.
+			err = s.eachRow(anyRare+" AND "+t, func(id int64) {
+				if n, ok := at[id]; ok {
+					cands[n].score += w
+				}
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		slices.SortStableFunc(cands, func(a, b scored) int { return cmp.Compare(b.score, a.score) })
+		return cands[:min(topK, len(cands))], nil
+	}
+	var best []scored
+	tiers := []string{"{heading} : (" + all + ")", all}
+	if len(terms) > 1 {
+		tiers = append([]string{strings.Join(terms, " AND ")}, tiers...)
+	}
+	for _, match := range tiers {
+		more, err := s.bm25(match, topK+len(best), true)
+		if err != nil {
+			return nil, err
+		}
+		best = appendNew(best, more, topK)
+		if len(best) == topK {
+			break
+		}
+	}
+	return best, nil
+}
+
+// appendNew appends the hits of more that best does not hold, up to
+// limit, keeping scores falling with the order, as a caller expects: a
+// later tier never scores above an earlier one.
+func appendNew(best, more []scored, limit int) []scored {
+	floor := math.Inf(1)
+	if len(best) > 0 {
+		floor = best[len(best)-1].score
+	}
+	for _, m := range more {
+		if len(best) == limit {
+			break
+		}
+		if slices.ContainsFunc(best, func(b scored) bool { return b.id == m.id }) {
+			continue
+		}
+		m.score = min(m.score, floor)
+		floor = m.score
+		best = append(best, m)
+	}
+	return best
+}
+
+// eachRow calls fn with the row id of every section matching match.
+func (s *snapshot) eachRow(match string, fn func(int64)) error {
+	i := s.i
+	rows, err := s.query(`SELECT rowid FROM sections_fts WHERE sections_fts MATCH ?1`, match)
+	if err != nil {
+		return i.storeErr("searching the index", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return i.storeErr("searching the index", err)
+		}
+		fn(id)
+	}
+	if err := rows.Err(); err != nil {
+		return i.storeErr("searching the index", err)
+	}
+	return nil
+}
+
+// bm25 ranks the sections matching the FTS5 expression match and returns
+// the best limit, best first. bounded ranks only the first [commonRows]
+// matches (in row order) when there are more: a range of row ids, which
+// FTS5 seeks to, where a list of ids would make it evaluate the query
+// once per id.
+func (s *snapshot) bm25(match string, limit int, bounded bool) ([]scored, error) {
+	i := s.i
+	rank := fmt.Sprintf("bm25(sections_fts, %g, 1.0)", i.headingWeight)
+	query := `SELECT rowid, ` + rank + ` AS score FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid <= ?3 ORDER BY score, rowid LIMIT ?2`
+	last := int64(math.MaxInt64)
+	if bounded {
+		at, ok, err := s.nthMatch(match, commonRows)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			last = at
+		}
+	}
+	rows, err := s.query(query, match, limit, last)
+	if err != nil {
+		return nil, i.storeErr("searching the index", err)
+	}
+	defer rows.Close()
+	var out []scored
+	for rows.Next() {
+		var sc scored
+		if err := rows.Scan(&sc.id, &sc.score); err != nil {
+			return nil, i.storeErr("searching the index", err)
+		}
+		sc.score = -sc.score // FTS5's bm25 is lower for better matches
+		out = append(out, sc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, i.storeErr("searching the index", err)
+	}
+	return out, nil
+}
+
+// nthMatch returns the row id of the n-th section (from 1) matching
+// match in row order, or false when fewer match: a cost bounded by n.
+func (s *snapshot) nthMatch(match string, n int) (int64, bool, error) {
+	var id int64
+	err := s.queryRow(`SELECT rowid FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY rowid LIMIT 1 OFFSET ?2`, match, n-1).Scan(&id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, s.i.storeErr("searching the index", err)
+	}
+	return id, true, nil
+}
+
+// weigh tells whether term matches more than [commonRows] sections and,
+// if so, returns its BM25 weight for one occurrence in a section of
+// average length: its inverse document frequency, log((N - n + 0.5) / (n +
+// 0.5)), at least [minIDF] (reached at half the sections). The counts
+// behind it read a common term's postings, so they are kept until the
+// index changes (its updated_at, which every update of any process
+// sharing the store sets), and a count stops at half the sections.
+func (s *snapshot) weigh(term string) (float64, bool, error) {
+	_, common, err := s.nthMatch(term, commonRows+1)
+	if err != nil || !common {
+		return 0, false, err
+	}
+	var version string
+	if err := s.queryRow(`SELECT coalesce((SELECT value FROM meta WHERE key = 'updated_at'), '')`).Scan(&version); err != nil {
+		return 0, false, s.i.storeErr("searching the index", err)
+	}
+	c := &s.i.counts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.version != version || c.df == nil {
+		c.version, c.sections, c.df = version, 0, map[string]int64{}
+	}
+	if c.sections == 0 {
+		if err := s.queryRow(`SELECT count(*) FROM sections`).Scan(&c.sections); err != nil {
+			return 0, false, s.i.storeErr("searching the index", err)
+		}
+	}
+	n, ok := c.df[term]
+	if !ok {
+		if err := s.queryRow(`SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, term, c.sections/2+1).Scan(&n); err != nil {
+			return 0, false, s.i.storeErr("searching the index", err)
+		}
+		c.df[term] = n
+	}
+	w := math.Log((float64(c.sections-n) + 0.5) / (float64(n) + 0.5))
+	return max(w, minIDF), true, nil
+}
+
+// snapshot is one search's read transaction: every statement of the
+// search reads the same state of the store.
+type snapshot struct {
+	ctx context.Context
+	i   *Index
+	tx  *sql.Tx
+}
+
+// snapshot begins a read transaction (deferred: it takes no write lock,
+// and a writer in WAL mode never blocks it).
+func (i *Index) snapshot(ctx context.Context) (*snapshot, error) {
+	tx, err := i.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, i.storeErr("searching the index", err)
+	}
+	return &snapshot{ctx: ctx, i: i, tx: tx}, nil
+}
+
+// close ends the read transaction.
+func (s *snapshot) close() { _ = s.tx.Rollback() }
+
+// query runs a prepared query in the transaction.
+func (s *snapshot) query(query string, args ...any) (*sql.Rows, error) {
+	st, err := s.i.prepared(s.ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.tx.StmtContext(s.ctx, st).QueryContext(s.ctx, args...)
+}
+
+// queryRow runs a prepared query of one row in the transaction.
+func (s *snapshot) queryRow(query string, args ...any) *sql.Row {
+	st, err := s.i.prepared(s.ctx, query)
+	if err != nil {
+		// A row that reports the error when scanned, as QueryRow does.
+		return s.tx.QueryRowContext(s.ctx, query, args...)
+	}
+	return s.tx.StmtContext(s.ctx, st).QueryRowContext(s.ctx, args...)
+}
+
+// prepared returns the statement of query, prepared once per index: a
+// search runs several small statements, and parsing them again each time
+// cost as much as running some.
+func (i *Index) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if s, ok := i.stmts.Load(query); ok {
+		return s.(*sql.Stmt), nil
+	}
+	s, err := i.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := i.stmts.LoadOrStore(query, s); loaded {
+		s.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return s, nil
 }
 
 // Citation returns the citation of section ordinal of document name.

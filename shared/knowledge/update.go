@@ -98,6 +98,17 @@ func (i *Index) Update(ctx context.Context, progress Progress) (Changes, error) 
 		return ch, err
 	}
 	sortChanges(&ch)
+	if len(ch.Added)+len(ch.Changed)+len(ch.Removed) >= batchSize {
+		// A large update (a first build) leaves tens of megabytes of
+		// write-ahead log that every read would look pages up in, and
+		// that the store would carry on disk: copy it into the
+		// database and empty it. Failing (a reader holding an old
+		// snapshot past the busy timeout) only leaves that for the
+		// next checkpoint.
+		if _, err := i.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			i.log.Debug("checkpointing the knowledge index", "store", i.store, "error", err)
+		}
+	}
 	return ch, nil
 }
 
@@ -276,7 +287,14 @@ func (w *writer) consider(root *os.Root, f candidate, known map[string]stored, c
 		ch.Unchanged++
 		return nil
 	}
-	data, ok := readDocument(root, f.name)
+	// Read under the write lock, and compare with what the store holds
+	// now: another gateway on the same store may have indexed this file
+	// since known was read, from a later read than one made before the
+	// lock, and would be overwritten with older content.
+	if err := w.begin(); err != nil {
+		return err
+	}
+	data, mtime, ok := readVersion(root, f.name, time.Now())
 	if !ok {
 		if have {
 			ch.Removed = append(ch.Removed, f.name)
@@ -286,14 +304,17 @@ func (w *writer) consider(root *os.Root, f candidate, known map[string]stored, c
 	}
 	sum := sha256.Sum256(data)
 	hash := hex.EncodeToString(sum[:])
-	if err := w.begin(); err != nil {
-		return err
+	var current string
+	switch err := w.tx.QueryRowContext(w.ctx, `SELECT hash FROM documents WHERE path = ?`, f.name).Scan(&current); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return w.i.storeErr("reading the index", err)
 	}
-	if have && old.hash == hash {
+	if have && current == hash {
 		// Touched, not changed: remember the new time so the next walk
 		// skips it without reading.
 		ch.Unchanged++
-		if _, err := w.tx.ExecContext(w.ctx, `UPDATE documents SET mtime = ?, bytes = ? WHERE path = ?`, f.mtime, int64(len(data)), f.name); err != nil {
+		if _, err := w.tx.ExecContext(w.ctx, `UPDATE documents SET mtime = ?, bytes = ? WHERE path = ?`, mtime, int64(len(data)), f.name); err != nil {
 			return w.i.storeErr("writing the index", err)
 		}
 		return w.step()
@@ -310,7 +331,7 @@ func (w *writer) consider(root *os.Root, f candidate, known map[string]stored, c
 	}
 	chunks := chunkDocument(f.name, data)
 	if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO documents(path, title, hash, bytes, mtime, sections, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		f.name, title(f.name, data), hash, int64(len(data)), f.mtime, len(chunks), w.now); err != nil {
+		f.name, title(f.name, data), hash, int64(len(data)), mtime, len(chunks), w.now); err != nil {
 		return w.i.storeErr("writing the index", err)
 	}
 	for n, c := range chunks {

@@ -29,7 +29,8 @@ const (
 // [Index.Building] is true and searches answer with what is indexed so far.
 // onChange, when set, is called after every update that changed something
 // (the first one included). Run returns nil when ctx ends, or an error if
-// the watcher cannot start; update failures are logged and retried on the
+// the watcher cannot start or the store is damaged ([Index.Check], run
+// before the first update); update failures are logged and retried on the
 // next event.
 func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 	i.building.Store(true)
@@ -43,6 +44,13 @@ func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 	i.watchTree(w, i.dir)
 
 	start := time.Now()
+	if err := i.Check(ctx); err != nil {
+		i.building.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	ch, err := i.Update(ctx, nil)
 	i.building.Store(false)
 	if err != nil {
