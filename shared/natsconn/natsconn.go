@@ -9,12 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/nats-io/jsm.go/natscontext"
 	"github.com/nats-io/nats.go"
 )
 
@@ -77,7 +73,7 @@ func Connect(opts Options) (*nats.Conn, error) {
 		}),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrContext, opts.Context, err)
+		return nil, fmt.Errorf("%w %q (nats_context): %w", ErrContext, opts.Context, err)
 	}
 	nc, err := nats.Connect(nctx.ServerURL(), natsOpts...)
 	if err != nil {
@@ -95,16 +91,6 @@ func Backoff(attempts int) time.Duration {
 		d = min(backoffBase<<attempts, backoffMax)
 	}
 	return d + rand.N(d/5+1)
-}
-
-// load reads a context by name, or from a file when ctx names one.
-func load(ctx string) (*natscontext.Context, error) {
-	if strings.ContainsRune(ctx, filepath.Separator) || strings.HasSuffix(ctx, ".json") {
-		if _, err := os.Stat(ctx); err == nil {
-			return natscontext.NewFromFile(ctx)
-		}
-	}
-	return natscontext.New(ctx, true)
 }
 
 // Drain drains nc and waits, at most timeout, until it is closed. nats.go's
