@@ -9,8 +9,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/nats-io/jsm.go/natscontext"
 	"github.com/nats-io/nats.go"
 )
 
@@ -91,6 +95,16 @@ func Backoff(attempts int) time.Duration {
 		d = min(backoffBase<<attempts, backoffMax)
 	}
 	return d + rand.N(d/5+1)
+}
+
+// load reads a context by name, or from a file when ctx names one.
+func load(ctx string) (*natscontext.Context, error) {
+	if strings.ContainsRune(ctx, filepath.Separator) || strings.HasSuffix(ctx, ".json") {
+		if _, err := os.Stat(ctx); err == nil {
+			return natscontext.NewFromFile(ctx)
+		}
+	}
+	return natscontext.New(ctx, true)
 }
 
 // Drain drains nc and waits, at most timeout, until it is closed. nats.go's
