@@ -92,7 +92,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	}
 	// Flushed last, after the drain, so the spans of the calls it let
 	// finish are exported too.
-	defer flushTraces(tp, log)
+	defer tp.Close(log)
 	sc.Tracer = tp.Tracer()
 	if cfg.Expose.Agent.Metrics != nil {
 		sc.Metrics = ops.NewMetrics("a2a-agent", cfg.Identity)
@@ -166,22 +166,6 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	}
 	log.Info("stopped", "agent", cfg.Identity)
 	return nil
-}
-
-// traceFlushTimeout bounds the export of the last spans at exit: a
-// collector that is gone must not hold the process up.
-const traceFlushTimeout = 5 * time.Second
-
-// flushTraces exports the spans still batched, within traceFlushTimeout.
-func flushTraces(tp *otlp.Provider, log *slog.Logger) {
-	if !tp.Enabled() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
-	defer cancel()
-	if err := tp.Shutdown(ctx); err != nil {
-		log.Warn("exporting the last traces", "error", err)
-	}
 }
 
 // natsReady reports nil while nc is connected.

@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
 	"github.com/fiskfleet/fiskfleet/shared/config"
@@ -96,7 +95,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	}
 	// Flushed once serving has stopped, so the last calls' spans are
 	// exported too.
-	defer flushTraces(tp, log)
+	defer tp.Close(log)
 
 	var metrics *ops.Metrics
 	if mc := cfg.Expose.Agent.Metrics; mc != nil {
@@ -169,22 +168,6 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	// the pages back once, before serving.
 	debug.FreeOSMemory()
 	return srv.Serve(ctx)
-}
-
-// traceFlushTimeout bounds the export of the last spans at exit: a
-// collector that is gone must not hold the process up.
-const traceFlushTimeout = 5 * time.Second
-
-// flushTraces exports the spans still batched, within traceFlushTimeout.
-func flushTraces(tp *otlp.Provider, log *slog.Logger) {
-	if !tp.Enabled() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
-	defer cancel()
-	if err := tp.Shutdown(ctx); err != nil {
-		log.Warn("exporting the last traces", "error", err)
-	}
 }
 
 // loadConfig reads the file and validates it for mode, logging the

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -127,6 +128,24 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 		}
 	})
 	return p.err
+}
+
+// FlushTimeout bounds [Provider.Close]: a collector that is gone must not
+// hold a stopping process up.
+const FlushTimeout = 5 * time.Second
+
+// Close is [Provider.Shutdown] for a process on its way out: within
+// FlushTimeout, logging a failure to log rather than returning it, since
+// nothing can be done about it then.
+func (p *Provider) Close(log *slog.Logger) {
+	if !p.Enabled() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		log.Warn("exporting the last traces", "error", err)
+	}
 }
 
 // NewProvider wraps an SDK provider that the caller built, for tests that
