@@ -1,8 +1,12 @@
 package fiskapp_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"os/exec"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
@@ -74,5 +78,74 @@ func BenchmarkArgv(b *testing.B) {
 		if _, err := echo.Argv(echoInput); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// tickerInput is a ticker whose first line comes at once and whose second
+// would come long after any iteration.
+var tickerInput = json.RawMessage(`{"every":"1m","count":2}`)
+
+// firstWrite closes ch on the first write to it.
+type firstWrite struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.ch) })
+	return len(p), nil
+}
+
+// BenchmarkCallTickerFirstLine is the time from calling a ticker to its
+// first line reaching the live writer (what a streamed call sends first);
+// read it beside BenchmarkExecTickerFirstLineDirect, the same argv started
+// with a plain exec and its stdout read to the first newline. Stopping each
+// run is not timed.
+func BenchmarkCallTickerFirstLine(b *testing.B) {
+	ticker := demoCommand(b, fiskapp.Options{}, "ticker")
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(b.Context())
+		w := &firstWrite{ch: make(chan struct{})}
+		done := make(chan error, 1)
+		go func() {
+			_, err := ticker.Call(ctx, tool.Request{Input: tickerInput, Output: w})
+			done <- err
+		}()
+		select {
+		case <-w.ch:
+		case err := <-done:
+			b.Fatalf("ticker ended before its first line: %v", err)
+		}
+		b.StopTimer()
+		cancel()
+		<-done
+		b.StartTimer()
+	}
+}
+
+// BenchmarkExecTickerFirstLineDirect is the floor of
+// BenchmarkCallTickerFirstLine.
+func BenchmarkExecTickerFirstLineDirect(b *testing.B) {
+	argv, err := demoCommand(b, fiskapp.Options{}, "ticker").Argv(tickerInput)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "tick 1 ") {
+			b.Fatalf("got first line %q (%v), want tick 1", line, err)
+		}
+		b.StopTimer()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		b.StartTimer()
 	}
 }

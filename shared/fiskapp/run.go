@@ -87,6 +87,7 @@ func (r *runner) run(ctx context.Context, argv []string, live io.Writer) (*tool.
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrStart, argv[0], err)
 	}
+	awaitExit(cmd.Process)
 	err := cmd.Wait()
 	if g.interrupted() {
 		g.settle(cmd.Process.Pid)

@@ -1,0 +1,4 @@
+package fiskapp
+
+// AwaitExit is awaitExit for the external tests.
+var AwaitExit = awaitExit
