@@ -397,24 +397,20 @@ func (s *snapshot) eachRow(match string, fn func(int64)) error {
 
 // bm25 ranks the sections matching the FTS5 expression match and returns
 // the best limit, best first. bounded ranks only the first [commonRows]
-// matches (in row order) when there are more: a range of row ids, which
-// FTS5 seeks to, where a list of ids would make it evaluate the query
-// once per id.
+// matches (in row order) when there are more. Those are read in one pass,
+// in row order, which FTS5 gives without sorting and stops at the bound:
+// finding the bound first and then ranking up to it read the matches
+// twice.
 func (s *snapshot) bm25(match string, limit int, bounded bool) ([]scored, error) {
 	i := s.i
 	rank := fmt.Sprintf("bm25(sections_fts, %g, 1.0)", i.headingWeight)
-	query := `SELECT rowid, ` + rank + ` AS score FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid <= ?3 ORDER BY score, rowid LIMIT ?2`
-	last := int64(math.MaxInt64)
+	query := `SELECT rowid, ` + rank + ` AS score FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY score, rowid LIMIT ?2`
+	take := limit
 	if bounded {
-		at, ok, err := s.nthMatch(match, commonRows)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			last = at
-		}
+		query = `SELECT rowid, ` + rank + ` FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY rowid LIMIT ?2`
+		take = commonRows
 	}
-	rows, err := s.query(query, match, limit, last)
+	rows, err := s.query(query, match, take)
 	if err != nil {
 		return nil, i.storeErr("searching the index", err)
 	}
@@ -430,6 +426,17 @@ func (s *snapshot) bm25(match string, limit int, bounded bool) ([]scored, error)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, i.storeErr("searching the index", err)
+	}
+	if bounded {
+		// The order of the unbounded query: best score first, then
+		// lower row id.
+		slices.SortFunc(out, func(a, b scored) int {
+			if c := cmp.Compare(b.score, a.score); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.id, b.id)
+		})
+		out = out[:min(limit, len(out))]
 	}
 	return out, nil
 }
@@ -451,39 +458,70 @@ func (s *snapshot) nthMatch(match string, n int) (int64, bool, error) {
 // weigh tells whether term matches more than [commonRows] sections and,
 // if so, returns its BM25 weight for one occurrence in a section of
 // average length: its inverse document frequency, log((N - n + 0.5) / (n +
-// 0.5)), at least [minIDF] (reached at half the sections). The counts
-// behind it read a common term's postings, so they are kept until the
-// index changes (its updated_at, which every update of any process
-// sharing the store sets), and a count stops at half the sections.
+// 0.5)), at least [minIDF] (reached at half the sections). A count reads
+// the term's postings (up to half the sections), so counts, of rare terms
+// as of common ones, are kept until the index changes (see
+// [snapshot.version]).
 func (s *snapshot) weigh(term string) (float64, bool, error) {
-	_, common, err := s.nthMatch(term, commonRows+1)
-	if err != nil || !common {
+	version, err := s.version()
+	if err != nil {
 		return 0, false, err
-	}
-	var version string
-	if err := s.queryRow(`SELECT coalesce((SELECT value FROM meta WHERE key = 'updated_at'), '')`).Scan(&version); err != nil {
-		return 0, false, s.i.storeErr("searching the index", err)
 	}
 	c := &s.i.counts
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.version != version || c.df == nil {
+	if c.version != version || c.df == nil || len(c.df) >= maxCounts {
 		c.version, c.sections, c.df = version, 0, map[string]int64{}
 	}
-	if c.sections == 0 {
-		if err := s.queryRow(`SELECT count(*) FROM sections`).Scan(&c.sections); err != nil {
+	sections := c.sections
+	n, ok := c.df[term]
+	c.mu.Unlock()
+	// Counted outside the lock: a search of other words need not wait
+	// for this one's count.
+	if sections == 0 {
+		if err := s.queryRow(`SELECT count(*) FROM sections`).Scan(&sections); err != nil {
 			return 0, false, s.i.storeErr("searching the index", err)
 		}
 	}
-	n, ok := c.df[term]
 	if !ok {
-		if err := s.queryRow(`SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, term, c.sections/2+1).Scan(&n); err != nil {
+		// One count decides both: whether the term is common, and how
+		// common.
+		limit := max(sections/2+1, commonRows+1)
+		if err := s.queryRow(`SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, term, limit).Scan(&n); err != nil {
 			return 0, false, s.i.storeErr("searching the index", err)
 		}
+	}
+	c.mu.Lock()
+	if c.version == version {
+		c.sections = sections
 		c.df[term] = n
 	}
-	w := math.Log((float64(c.sections-n) + 0.5) / (float64(n) + 0.5))
+	c.mu.Unlock()
+	if n <= commonRows {
+		return 0, false, nil
+	}
+	w := math.Log((float64(sections-n) + 0.5) / (float64(n) + 0.5))
 	return max(w, minIDF), true, nil
+}
+
+// maxCounts bounds the term counts kept for one version of the index: a
+// stream of queries of words never seen again (a paste of random text)
+// must not grow memory.
+const maxCounts = 4096
+
+// version names the state of the index the snapshot reads, for the term
+// counts kept across searches: the time of the last finished update
+// (which every process sharing the store sets) and the highest section
+// id (which a batch committed by an update still running changes, as a
+// replaced or added section takes a new id).
+func (s *snapshot) version() (string, error) {
+	if s.ver != "" {
+		return s.ver, nil
+	}
+	err := s.queryRow(`SELECT coalesce((SELECT value FROM meta WHERE key = 'updated_at'), '') || '/' || coalesce((SELECT max(id) FROM sections), 0)`).Scan(&s.ver)
+	if err != nil {
+		return "", s.i.storeErr("searching the index", err)
+	}
+	return s.ver, nil
 }
 
 // snapshot is one search's read transaction: every statement of the
@@ -492,6 +530,8 @@ type snapshot struct {
 	ctx context.Context
 	i   *Index
 	tx  *sql.Tx
+	// ver is the index version, read once (see [snapshot.version]).
+	ver string
 }
 
 // snapshot begins a read transaction (deferred: it takes no write lock,
