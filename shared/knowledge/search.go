@@ -164,11 +164,9 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		h.Citation = Citation(h.Document, h.Ordinal)
 		h.Text = r.lead + r.body
 		if len(h.Text) > excerptBytes {
-			var snippet string
-			err := snap.queryRow(`SELECT snippet(sections_fts, 1, ?2, ?3, '…', ?4) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?5`,
-				match, HighlightStart, HighlightEnd, excerptTokens, r.id).Scan(&snippet)
+			snippet, err := snap.excerpt(match, r)
 			if err != nil {
-				return out, i.storeErr("searching the index", err)
+				return out, err
 			}
 			h.Text, h.Excerpt = strings.TrimSpace(r.lead)+"\n\n"+snippet, true
 		}
@@ -187,6 +185,29 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		out.Hits = append(out.Hits, h)
 	}
 	return out, nil
+}
+
+// excerpt returns the excerpt of a long section for the FTS5 query match:
+// the section's body marked by highlight(), cut by [cutExcerpt]. A body that
+// holds every candidate mark is left to snippet().
+func (s *snapshot) excerpt(match string, r foundSection) (string, error) {
+	open, close, ok := excerptMarkers(r.body)
+	if !ok {
+		var snippet string
+		err := s.queryRow(`SELECT snippet(sections_fts, 1, ?2, ?3, '…', ?4) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?5`,
+			match, HighlightStart, HighlightEnd, excerptTokens, r.id).Scan(&snippet)
+		if err != nil {
+			return "", s.i.storeErr("searching the index", err)
+		}
+		return snippet, nil
+	}
+	var marked string
+	err := s.queryRow(`SELECT highlight(sections_fts, 1, ?2, ?3) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?4`,
+		match, open, close, r.id).Scan(&marked)
+	if err != nil {
+		return "", s.i.storeErr("searching the index", err)
+	}
+	return cutExcerpt(marked, open, close), nil
 }
 
 // scored is one ranked section: its row id and relevance (higher is
