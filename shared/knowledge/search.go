@@ -302,24 +302,32 @@ const (
 //     one; each of the three by BM25 over at most commonRows of its matches.
 func (s *snapshot) rank(terms []string, topK int) ([]scored, error) {
 	var rare, common, weightless []string
-	weight := map[string]float64{}
 	for _, t := range terms {
-		w, isCommon, err := s.weigh(t)
+		class, err := s.classify(t)
 		if err != nil {
 			return nil, err
 		}
-		if !isCommon {
+		switch class {
+		case termRare:
 			rare = append(rare, t)
-			continue
-		}
-		if w <= minIDF {
+		case termWeightless:
 			// In half the sections or more: BM25 gives it no weight, so
 			// it changes no ranking, and only costs.
 			weightless = append(weightless, t)
-			continue
+		default:
+			common = append(common, t)
 		}
-		weight[t] = w
-		common = append(common, t)
+	}
+	weight := map[string]float64{}
+	if len(rare) > 0 {
+		// Only the rare terms' ranking adds the common terms' weights.
+		for _, t := range common {
+			w, err := s.weight(t)
+			if err != nil {
+				return nil, err
+			}
+			weight[t] = w
+		}
 	}
 	if len(rare)+len(common) == 0 {
 		common = weightless // nothing but words like "the": rank by them
@@ -476,52 +484,157 @@ func (s *snapshot) nthMatch(match string, n int) (int64, bool, error) {
 	return id, true, nil
 }
 
+// Term classes, by the number of sections a term matches.
+type termClass int
+
+const (
+	// termRare: at most [commonRows] sections, ranked by FTS5 with the
+	// rest of the query.
+	termRare termClass = iota
+	// termCommon: more, and fewer than half: ranked apart, weighted.
+	termCommon
+	// termWeightless: half the sections or more, where BM25 gives a term
+	// no weight.
+	termWeightless
+)
+
+// Kept counts that are classes rather than numbers (see [snapshot.classify]).
+const (
+	countRare   = -1
+	countCommon = -2
+)
+
 // weigh tells whether term matches more than [commonRows] sections and,
 // if so, returns its BM25 weight for one occurrence in a section of
-// average length: its inverse document frequency, log((N - n + 0.5) / (n +
-// 0.5)), at least [minIDF] (reached at half the sections). A count reads
-// the term's postings (up to half the sections), so counts, of rare terms
-// as of common ones, are kept until the index changes (see
-// [snapshot.version]).
+// average length (see [snapshot.weight]).
 func (s *snapshot) weigh(term string) (float64, bool, error) {
+	class, err := s.classify(term)
+	if err != nil || class == termRare {
+		return 0, false, err
+	}
+	w, err := s.weight(term)
+	return w, true, err
+}
+
+// classify returns the class of term. Reading a term's postings is what
+// a search of common words spends its time on, so the class is decided
+// by the least reading that decides it: the [commonRows]+1-th match (is
+// it common?), then the match at half the sections (is it weightless?),
+// each found by skipping rows, which is cheaper than counting them. What
+// it finds is kept until the index changes (see [snapshot.version]), as
+// are counts.
+func (s *snapshot) classify(term string) (termClass, error) {
+	n, sections, ok, err := s.kept(term)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		switch _, common, err := s.nthMatch(term, commonRows+1); {
+		case err != nil:
+			return 0, err
+		case !common:
+			n = countRare
+		default:
+			at := weightlessAt(sections)
+			_, weightless, err := s.nthMatch(term, int(at))
+			if err != nil {
+				return 0, err
+			}
+			n = countCommon
+			if weightless {
+				// A count that classes and weighs as the true one does
+				// (in a small index, half the sections may be fewer
+				// than commonRows).
+				n = max(at, commonRows+1)
+			}
+		}
+		s.keep(term, n)
+	}
+	switch {
+	case n == countRare || n >= 0 && n <= commonRows:
+		return termRare, nil
+	case n >= 0 && idf(sections, n) <= minIDF:
+		return termWeightless, nil
+	}
+	return termCommon, nil
+}
+
+// weight returns the BM25 weight of common term for one occurrence in a
+// section of average length: its inverse document frequency, log((N - n
+// + 0.5) / (n + 0.5)), at least [minIDF] (reached at half the sections).
+// The count behind it reads the term's postings, up to half the
+// sections; it is kept until the index changes.
+func (s *snapshot) weight(term string) (float64, error) {
+	n, sections, ok, err := s.kept(term)
+	if err != nil {
+		return 0, err
+	}
+	if !ok || n < 0 {
+		limit := max(sections/2+1, commonRows+1)
+		if err := s.queryRow(`SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, term, limit).Scan(&n); err != nil {
+			return 0, s.i.storeErr("searching the index", err)
+		}
+		s.keep(term, n)
+	}
+	return max(idf(sections, n), minIDF), nil
+}
+
+// idf is the inverse document frequency of a term found in n of
+// sections, as FTS5's BM25 computes it.
+func idf(sections, n int64) float64 {
+	return math.Log((float64(sections-n) + 0.5) / (float64(n) + 0.5))
+}
+
+// weightlessAt returns the least number of sections a term is found in
+// for BM25 to give it no weight (an inverse document frequency of
+// [minIDF] or less): about half of sections.
+func weightlessAt(sections int64) int64 {
+	n := max(0, sections/2-sections/1_000_000-4)
+	for idf(sections, n) > minIDF {
+		n++
+	}
+	return n
+}
+
+// kept returns the kept count of term (or its class) and the number of
+// sections, for the version of the index the snapshot reads; ok is false
+// when term has none kept.
+func (s *snapshot) kept(term string) (n, sections int64, ok bool, err error) {
 	version, err := s.version()
 	if err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	c := &s.i.counts
 	c.mu.Lock()
 	if c.version != version || c.df == nil || len(c.df) >= maxCounts {
 		c.version, c.sections, c.df = version, 0, map[string]int64{}
 	}
-	sections := c.sections
-	n, ok := c.df[term]
+	sections = c.sections
+	n, ok = c.df[term]
 	c.mu.Unlock()
-	// Counted outside the lock: a search of other words need not wait
-	// for this one's count.
 	if sections == 0 {
+		// Counted outside the lock, as terms are: a search of other
+		// words need not wait for this one's counts.
 		if err := s.queryRow(`SELECT count(*) FROM sections`).Scan(&sections); err != nil {
-			return 0, false, s.i.storeErr("searching the index", err)
+			return 0, 0, false, s.i.storeErr("searching the index", err)
 		}
-	}
-	if !ok {
-		// One count decides both: whether the term is common, and how
-		// common.
-		limit := max(sections/2+1, commonRows+1)
-		if err := s.queryRow(`SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, term, limit).Scan(&n); err != nil {
-			return 0, false, s.i.storeErr("searching the index", err)
+		c.mu.Lock()
+		if c.version == version {
+			c.sections = sections
 		}
+		c.mu.Unlock()
 	}
+	return n, sections, ok, nil
+}
+
+// keep keeps the count (or class) of term for the snapshot's version.
+func (s *snapshot) keep(term string, n int64) {
+	c := &s.i.counts
 	c.mu.Lock()
-	if c.version == version {
-		c.sections = sections
+	defer c.mu.Unlock()
+	if c.version == s.ver && c.df != nil {
 		c.df[term] = n
 	}
-	c.mu.Unlock()
-	if n <= commonRows {
-		return 0, false, nil
-	}
-	w := math.Log((float64(sections-n) + 0.5) / (float64(n) + 0.5))
-	return max(w, minIDF), true, nil
 }
 
 // maxCounts bounds the term counts kept for one version of the index: a
