@@ -301,32 +301,53 @@ const (
 //     those the exact ranking's best too), then the other sections holding
 //     one; each of the three by BM25 over at most commonRows of its matches.
 func (s *snapshot) rank(terms []string, topK int) ([]scored, error) {
-	var rare, common, weightless []string
+	var rare, others []string
 	for _, t := range terms {
-		class, err := s.classify(t)
+		common, err := s.common(t)
 		if err != nil {
 			return nil, err
 		}
-		switch class {
-		case termRare:
+		if common {
+			others = append(others, t)
+		} else {
 			rare = append(rare, t)
-		case termWeightless:
-			// In half the sections or more: BM25 gives it no weight, so
-			// it changes no ranking, and only costs.
-			weightless = append(weightless, t)
-		default:
-			common = append(common, t)
 		}
 	}
+	var common, weightless []string
 	weight := map[string]float64{}
-	if len(rare) > 0 {
-		// Only the rare terms' ranking adds the common terms' weights.
-		for _, t := range common {
+	switch {
+	case len(rare) > 0:
+		// The rare terms' ranking adds the common terms' weights, and
+		// the count behind a weight tells the weightless apart too.
+		for _, t := range others {
 			w, err := s.weight(t)
 			if err != nil {
 				return nil, err
 			}
+			if w <= minIDF {
+				// In half the sections or more: BM25 gives it no
+				// weight, so it changes no ranking, and only costs.
+				weightless = append(weightless, t)
+				continue
+			}
 			weight[t] = w
+			common = append(common, t)
+		}
+	case len(others) == 1:
+		// Weightless or not, a lone common term is ranked by itself:
+		// no need to find out which.
+		common = others
+	default:
+		for _, t := range others {
+			heavy, err := s.weighted(t)
+			if err != nil {
+				return nil, err
+			}
+			if heavy {
+				common = append(common, t)
+			} else {
+				weightless = append(weightless, t)
+			}
 		}
 	}
 	if len(rare)+len(common) == 0 {
@@ -484,79 +505,81 @@ func (s *snapshot) nthMatch(match string, n int) (int64, bool, error) {
 	return id, true, nil
 }
 
-// Term classes, by the number of sections a term matches.
-type termClass int
-
+// Kept counts that are classes rather than numbers (see [snapshot.common]
+// and [snapshot.weighted]).
 const (
-	// termRare: at most [commonRows] sections, ranked by FTS5 with the
-	// rest of the query.
-	termRare termClass = iota
-	// termCommon: more, and fewer than half: ranked apart, weighted.
-	termCommon
-	// termWeightless: half the sections or more, where BM25 gives a term
-	// no weight.
-	termWeightless
-)
-
-// Kept counts that are classes rather than numbers (see [snapshot.classify]).
-const (
-	countRare   = -1
+	// countRare: at most [commonRows] sections.
+	countRare = -1
+	// countCommon: more than [commonRows] sections.
 	countCommon = -2
+	// countWeighted: more than [commonRows] sections and fewer than
+	// BM25 gives no weight to.
+	countWeighted = -3
 )
 
 // weigh tells whether term matches more than [commonRows] sections and,
 // if so, returns its BM25 weight for one occurrence in a section of
 // average length (see [snapshot.weight]).
 func (s *snapshot) weigh(term string) (float64, bool, error) {
-	class, err := s.classify(term)
-	if err != nil || class == termRare {
+	common, err := s.common(term)
+	if err != nil || !common {
 		return 0, false, err
 	}
 	w, err := s.weight(term)
 	return w, true, err
 }
 
-// classify returns the class of term. Reading a term's postings is what
-// a search of common words spends its time on, so the class is decided
-// by the least reading that decides it: the [commonRows]+1-th match (is
-// it common?), then the match at half the sections (is it weightless?),
-// each found by skipping rows, which is cheaper than counting them. What
-// it finds is kept until the index changes (see [snapshot.version]), as
-// are counts.
-func (s *snapshot) classify(term string) (termClass, error) {
-	n, sections, ok, err := s.kept(term)
+// Reading a term's postings is what a search of common words spends its
+// time on, so what a search needs to know of a term is found by the least
+// reading that tells: whether the term is common by skipping to its
+// [commonRows]+1-th match, whether it is weightless by skipping to the
+// match at half the sections (skipping rows is cheaper than counting
+// them), and only when a weight is needed, a count. What is found is kept
+// until the index changes (see [snapshot.version]).
+
+// common reports whether term matches more than [commonRows] sections.
+func (s *snapshot) common(term string) (bool, error) {
+	n, _, ok, err := s.kept(term)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	if !ok {
-		switch _, common, err := s.nthMatch(term, commonRows+1); {
-		case err != nil:
-			return 0, err
-		case !common:
-			n = countRare
-		default:
-			at := weightlessAt(sections)
-			_, weightless, err := s.nthMatch(term, int(at))
-			if err != nil {
-				return 0, err
-			}
+		_, common, err := s.nthMatch(term, commonRows+1)
+		if err != nil {
+			return false, err
+		}
+		n = countRare
+		if common {
 			n = countCommon
-			if weightless {
-				// A count that classes and weighs as the true one does
-				// (in a small index, half the sections may be fewer
-				// than commonRows).
-				n = max(at, commonRows+1)
-			}
 		}
 		s.keep(term, n)
 	}
-	switch {
-	case n == countRare || n >= 0 && n <= commonRows:
-		return termRare, nil
-	case n >= 0 && idf(sections, n) <= minIDF:
-		return termWeightless, nil
+	return n == countCommon || n == countWeighted || n > commonRows, nil
+}
+
+// weighted reports whether common term matches fewer sections than BM25
+// gives no weight to (about half of them).
+func (s *snapshot) weighted(term string) (bool, error) {
+	n, sections, ok, err := s.kept(term)
+	if err != nil {
+		return false, err
 	}
-	return termCommon, nil
+	if !ok || n == countCommon || n == countRare {
+		at := weightlessAt(sections)
+		_, weightless, err := s.nthMatch(term, int(at))
+		if err != nil {
+			return false, err
+		}
+		n = countWeighted
+		if weightless {
+			// A count that weighs as the true one does (and, in a small
+			// index, where half the sections may be fewer than
+			// commonRows, stays common).
+			n = max(at, commonRows+1)
+		}
+		s.keep(term, n)
+	}
+	return n == countWeighted || idf(sections, n) > minIDF, nil
 }
 
 // weight returns the BM25 weight of common term for one occurrence in a
