@@ -2,6 +2,10 @@ package knowledge
 
 import (
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -84,5 +88,94 @@ func TestCommonWordsRankApart(t *testing.T) {
 				t.Errorf("got top hit %s, want %s, the top of BM25 over every match (%s)", got[0], exactTop, tt.want)
 			}
 		})
+	}
+}
+
+// TestBoundedTierReadsOnce pins that a bounded tier, read in one pass in
+// row order, ranks exactly the sections and scores the two-pass form did:
+// BM25 over the sections up to the commonRows-th match.
+func TestBoundedTierReadsOnce(t *testing.T) {
+	var b strings.Builder
+	for n := range commonRows + 250 {
+		// Varying lengths and counts, so scores differ and tie.
+		fmt.Fprintf(&b, "## Part %d\n\n%s lantern%s\n\n", n, strings.Repeat("lantern ", n%4), strings.Repeat(" filler", n%7))
+	}
+	idx := openIndex(t, writeDocs(t, map[string]string{"a.md": "# Lanterns\n\n" + b.String()}), Options{})
+	update(t, idx)
+	snap, err := idx.snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.close()
+	for _, match := range []string{`"lantern"`, `{heading} : ("lantern" OR "part")`, `"lantern" AND "filler"`} {
+		got, err := snap.bm25(match, 25, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, ok, err := snap.nthMatch(match, commonRows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			last = math.MaxInt64
+		}
+		rows, err := idx.db.QueryContext(t.Context(), fmt.Sprintf(`SELECT rowid, -bm25(sections_fts, %g, 1.0) AS score FROM sections_fts
+			WHERE sections_fts MATCH ?1 AND rowid <= ?2 ORDER BY score DESC, rowid LIMIT 25`, idx.headingWeight), match, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []scored
+		for rows.Next() {
+			var s scored
+			if err := rows.Scan(&s.id, &s.score); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, s)
+		}
+		rows.Close()
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("%s: got %v, want %v", match, got, want)
+		}
+	}
+}
+
+// TestCountsFollowTheIndex pins that kept term counts are those of the
+// index searched: a word rare before an update is common after it, and
+// the other way round, without a restart.
+func TestCountsFollowTheIndex(t *testing.T) {
+	dir := writeDocs(t, map[string]string{"one.md": "# One\n\nThe marten sleeps.\n"})
+	idx := openIndex(t, dir, Options{})
+	update(t, idx)
+	weigh := func() bool {
+		t.Helper()
+		snap, err := idx.snapshot(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snap.close()
+		_, common, err := snap.weigh(`"marten"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return common
+	}
+	if weigh() {
+		t.Fatalf("got marten common in one section, want rare")
+	}
+	var b strings.Builder
+	for n := range commonRows + 10 {
+		fmt.Fprintf(&b, "## Den %d\n\nA marten den.\n\n", n)
+	}
+	writeFile(t, dir, "many.md", "# Many\n\n"+b.String())
+	update(t, idx)
+	if !weigh() {
+		t.Fatalf("got marten rare after %d sections with it were added, want common", commonRows+10)
+	}
+	if err := os.Remove(filepath.Join(dir, "many.md")); err != nil {
+		t.Fatal(err)
+	}
+	update(t, idx)
+	if weigh() {
+		t.Fatalf("got marten common after those sections were removed, want rare")
 	}
 }

@@ -164,11 +164,9 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		h.Citation = Citation(h.Document, h.Ordinal)
 		h.Text = r.lead + r.body
 		if len(h.Text) > excerptBytes {
-			var snippet string
-			err := snap.queryRow(`SELECT snippet(sections_fts, 1, ?2, ?3, '…', ?4) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?5`,
-				match, HighlightStart, HighlightEnd, excerptTokens, r.id).Scan(&snippet)
+			snippet, err := snap.excerpt(match, r)
 			if err != nil {
-				return out, i.storeErr("searching the index", err)
+				return out, err
 			}
 			h.Text, h.Excerpt = strings.TrimSpace(r.lead)+"\n\n"+snippet, true
 		}
@@ -187,6 +185,29 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		out.Hits = append(out.Hits, h)
 	}
 	return out, nil
+}
+
+// excerpt returns the excerpt of a long section for the FTS5 query match:
+// the section's body marked by highlight(), cut by [cutExcerpt]. A body that
+// holds every candidate mark is left to snippet().
+func (s *snapshot) excerpt(match string, r foundSection) (string, error) {
+	open, close, ok := excerptMarkers(r.body)
+	if !ok {
+		var snippet string
+		err := s.queryRow(`SELECT snippet(sections_fts, 1, ?2, ?3, '…', ?4) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?5`,
+			match, HighlightStart, HighlightEnd, excerptTokens, r.id).Scan(&snippet)
+		if err != nil {
+			return "", s.i.storeErr("searching the index", err)
+		}
+		return snippet, nil
+	}
+	var marked string
+	err := s.queryRow(`SELECT highlight(sections_fts, 1, ?2, ?3) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?4`,
+		match, open, close, r.id).Scan(&marked)
+	if err != nil {
+		return "", s.i.storeErr("searching the index", err)
+	}
+	return cutExcerpt(marked, open, close), nil
 }
 
 // scored is one ranked section: its row id and relevance (higher is
@@ -280,25 +301,54 @@ const (
 //     those the exact ranking's best too), then the other sections holding
 //     one; each of the three by BM25 over at most commonRows of its matches.
 func (s *snapshot) rank(terms []string, topK int) ([]scored, error) {
-	var rare, common, weightless []string
-	weight := map[string]float64{}
+	var rare, others []string
 	for _, t := range terms {
-		w, isCommon, err := s.weigh(t)
+		common, err := s.common(t)
 		if err != nil {
 			return nil, err
 		}
-		if !isCommon {
+		if common {
+			others = append(others, t)
+		} else {
 			rare = append(rare, t)
-			continue
 		}
-		if w <= minIDF {
-			// In half the sections or more: BM25 gives it no weight, so
-			// it changes no ranking, and only costs.
-			weightless = append(weightless, t)
-			continue
+	}
+	var common, weightless []string
+	weight := map[string]float64{}
+	switch {
+	case len(rare) > 0:
+		// The rare terms' ranking adds the common terms' weights, and
+		// the count behind a weight tells the weightless apart too.
+		for _, t := range others {
+			w, err := s.weight(t)
+			if err != nil {
+				return nil, err
+			}
+			if w <= minIDF {
+				// In half the sections or more: BM25 gives it no
+				// weight, so it changes no ranking, and only costs.
+				weightless = append(weightless, t)
+				continue
+			}
+			weight[t] = w
+			common = append(common, t)
 		}
-		weight[t] = w
-		common = append(common, t)
+	case len(others) == 1:
+		// Weightless or not, a lone common term is ranked by itself:
+		// no need to find out which.
+		common = others
+	default:
+		for _, t := range others {
+			heavy, err := s.weighted(t)
+			if err != nil {
+				return nil, err
+			}
+			if heavy {
+				common = append(common, t)
+			} else {
+				weightless = append(weightless, t)
+			}
+		}
 	}
 	if len(rare)+len(common) == 0 {
 		common = weightless // nothing but words like "the": rank by them
@@ -397,24 +447,20 @@ func (s *snapshot) eachRow(match string, fn func(int64)) error {
 
 // bm25 ranks the sections matching the FTS5 expression match and returns
 // the best limit, best first. bounded ranks only the first [commonRows]
-// matches (in row order) when there are more: a range of row ids, which
-// FTS5 seeks to, where a list of ids would make it evaluate the query
-// once per id.
+// matches (in row order) when there are more. Those are read in one pass,
+// in row order, which FTS5 gives without sorting and stops at the bound:
+// finding the bound first and then ranking up to it read the matches
+// twice.
 func (s *snapshot) bm25(match string, limit int, bounded bool) ([]scored, error) {
 	i := s.i
 	rank := fmt.Sprintf("bm25(sections_fts, %g, 1.0)", i.headingWeight)
-	query := `SELECT rowid, ` + rank + ` AS score FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid <= ?3 ORDER BY score, rowid LIMIT ?2`
-	last := int64(math.MaxInt64)
+	query := `SELECT rowid, ` + rank + ` AS score FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY score, rowid LIMIT ?2`
+	take := limit
 	if bounded {
-		at, ok, err := s.nthMatch(match, commonRows)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			last = at
-		}
+		query = `SELECT rowid, ` + rank + ` FROM sections_fts WHERE sections_fts MATCH ?1 ORDER BY rowid LIMIT ?2`
+		take = commonRows
 	}
-	rows, err := s.query(query, match, limit, last)
+	rows, err := s.query(query, match, take)
 	if err != nil {
 		return nil, i.storeErr("searching the index", err)
 	}
@@ -430,6 +476,17 @@ func (s *snapshot) bm25(match string, limit int, bounded bool) ([]scored, error)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, i.storeErr("searching the index", err)
+	}
+	if bounded {
+		// The order of the unbounded query: best score first, then
+		// lower row id.
+		slices.SortFunc(out, func(a, b scored) int {
+			if c := cmp.Compare(b.score, a.score); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.id, b.id)
+		})
+		out = out[:min(limit, len(out))]
 	}
 	return out, nil
 }
@@ -448,42 +505,180 @@ func (s *snapshot) nthMatch(match string, n int) (int64, bool, error) {
 	return id, true, nil
 }
 
+// Kept counts that are classes rather than numbers (see [snapshot.common]
+// and [snapshot.weighted]).
+const (
+	// countRare: at most [commonRows] sections.
+	countRare = -1
+	// countCommon: more than [commonRows] sections.
+	countCommon = -2
+	// countWeighted: more than [commonRows] sections and fewer than
+	// BM25 gives no weight to.
+	countWeighted = -3
+)
+
 // weigh tells whether term matches more than [commonRows] sections and,
 // if so, returns its BM25 weight for one occurrence in a section of
-// average length: its inverse document frequency, log((N - n + 0.5) / (n +
-// 0.5)), at least [minIDF] (reached at half the sections). The counts
-// behind it read a common term's postings, so they are kept until the
-// index changes (its updated_at, which every update of any process
-// sharing the store sets), and a count stops at half the sections.
+// average length (see [snapshot.weight]).
 func (s *snapshot) weigh(term string) (float64, bool, error) {
-	_, common, err := s.nthMatch(term, commonRows+1)
+	common, err := s.common(term)
 	if err != nil || !common {
 		return 0, false, err
 	}
-	var version string
-	if err := s.queryRow(`SELECT coalesce((SELECT value FROM meta WHERE key = 'updated_at'), '')`).Scan(&version); err != nil {
-		return 0, false, s.i.storeErr("searching the index", err)
+	w, err := s.weight(term)
+	return w, true, err
+}
+
+// Reading a term's postings is what a search of common words spends its
+// time on, so what a search needs to know of a term is found by the least
+// reading that tells: whether the term is common by skipping to its
+// [commonRows]+1-th match, whether it is weightless by skipping to the
+// match at half the sections (skipping rows is cheaper than counting
+// them), and only when a weight is needed, a count. What is found is kept
+// until the index changes (see [snapshot.version]).
+
+// common reports whether term matches more than [commonRows] sections.
+func (s *snapshot) common(term string) (bool, error) {
+	n, _, ok, err := s.kept(term)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		_, common, err := s.nthMatch(term, commonRows+1)
+		if err != nil {
+			return false, err
+		}
+		n = countRare
+		if common {
+			n = countCommon
+		}
+		s.keep(term, n)
+	}
+	return n == countCommon || n == countWeighted || n > commonRows, nil
+}
+
+// weighted reports whether common term matches fewer sections than BM25
+// gives no weight to (about half of them).
+func (s *snapshot) weighted(term string) (bool, error) {
+	n, sections, ok, err := s.kept(term)
+	if err != nil {
+		return false, err
+	}
+	if !ok || n == countCommon || n == countRare {
+		at := weightlessAt(sections)
+		_, weightless, err := s.nthMatch(term, int(at))
+		if err != nil {
+			return false, err
+		}
+		n = countWeighted
+		if weightless {
+			// A count that weighs as the true one does (and, in a small
+			// index, where half the sections may be fewer than
+			// commonRows, stays common).
+			n = max(at, commonRows+1)
+		}
+		s.keep(term, n)
+	}
+	return n == countWeighted || idf(sections, n) > minIDF, nil
+}
+
+// weight returns the BM25 weight of common term for one occurrence in a
+// section of average length: its inverse document frequency, log((N - n
+// + 0.5) / (n + 0.5)), at least [minIDF] (reached at half the sections).
+// The count behind it reads the term's postings, up to half the
+// sections; it is kept until the index changes.
+func (s *snapshot) weight(term string) (float64, error) {
+	n, sections, ok, err := s.kept(term)
+	if err != nil {
+		return 0, err
+	}
+	if !ok || n < 0 {
+		limit := max(sections/2+1, commonRows+1)
+		if err := s.queryRow(`SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, term, limit).Scan(&n); err != nil {
+			return 0, s.i.storeErr("searching the index", err)
+		}
+		s.keep(term, n)
+	}
+	return max(idf(sections, n), minIDF), nil
+}
+
+// idf is the inverse document frequency of a term found in n of
+// sections, as FTS5's BM25 computes it.
+func idf(sections, n int64) float64 {
+	return math.Log((float64(sections-n) + 0.5) / (float64(n) + 0.5))
+}
+
+// weightlessAt returns the least number of sections a term is found in
+// for BM25 to give it no weight (an inverse document frequency of
+// [minIDF] or less): about half of sections.
+func weightlessAt(sections int64) int64 {
+	n := max(0, sections/2-sections/1_000_000-4)
+	for idf(sections, n) > minIDF {
+		n++
+	}
+	return n
+}
+
+// kept returns the kept count of term (or its class) and the number of
+// sections, for the version of the index the snapshot reads; ok is false
+// when term has none kept.
+func (s *snapshot) kept(term string) (n, sections int64, ok bool, err error) {
+	version, err := s.version()
+	if err != nil {
+		return 0, 0, false, err
 	}
 	c := &s.i.counts
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.version != version || c.df == nil {
+	if c.version != version || c.df == nil || len(c.df) >= maxCounts {
 		c.version, c.sections, c.df = version, 0, map[string]int64{}
 	}
-	if c.sections == 0 {
-		if err := s.queryRow(`SELECT count(*) FROM sections`).Scan(&c.sections); err != nil {
-			return 0, false, s.i.storeErr("searching the index", err)
+	sections = c.sections
+	n, ok = c.df[term]
+	c.mu.Unlock()
+	if sections == 0 {
+		// Counted outside the lock, as terms are: a search of other
+		// words need not wait for this one's counts.
+		if err := s.queryRow(`SELECT count(*) FROM sections`).Scan(&sections); err != nil {
+			return 0, 0, false, s.i.storeErr("searching the index", err)
 		}
+		c.mu.Lock()
+		if c.version == version {
+			c.sections = sections
+		}
+		c.mu.Unlock()
 	}
-	n, ok := c.df[term]
-	if !ok {
-		if err := s.queryRow(`SELECT count(*) FROM (SELECT 1 FROM sections_fts WHERE sections_fts MATCH ?1 LIMIT ?2)`, term, c.sections/2+1).Scan(&n); err != nil {
-			return 0, false, s.i.storeErr("searching the index", err)
-		}
+	return n, sections, ok, nil
+}
+
+// keep keeps the count (or class) of term for the snapshot's version.
+func (s *snapshot) keep(term string, n int64) {
+	c := &s.i.counts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.version == s.ver && c.df != nil {
 		c.df[term] = n
 	}
-	w := math.Log((float64(c.sections-n) + 0.5) / (float64(n) + 0.5))
-	return max(w, minIDF), true, nil
+}
+
+// maxCounts bounds the term counts kept for one version of the index: a
+// stream of queries of words never seen again (a paste of random text)
+// must not grow memory.
+const maxCounts = 4096
+
+// version names the state of the index the snapshot reads, for the term
+// counts kept across searches: the time of the last finished update
+// (which every process sharing the store sets) and the highest section
+// id (which a batch committed by an update still running changes, as a
+// replaced or added section takes a new id).
+func (s *snapshot) version() (string, error) {
+	if s.ver != "" {
+		return s.ver, nil
+	}
+	err := s.queryRow(`SELECT coalesce((SELECT value FROM meta WHERE key = 'updated_at'), '') || '/' || coalesce((SELECT max(id) FROM sections), 0)`).Scan(&s.ver)
+	if err != nil {
+		return "", s.i.storeErr("searching the index", err)
+	}
+	return s.ver, nil
 }
 
 // snapshot is one search's read transaction: every statement of the
@@ -492,6 +687,8 @@ type snapshot struct {
 	ctx context.Context
 	i   *Index
 	tx  *sql.Tx
+	// ver is the index version, read once (see [snapshot.version]).
+	ver string
 }
 
 // snapshot begins a read transaction (deferred: it takes no write lock,
