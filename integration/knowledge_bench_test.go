@@ -7,14 +7,10 @@ package integration_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
-	"path"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -22,9 +18,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/linescan"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -223,7 +219,6 @@ func benchKnowledge(tb testing.TB, quick bool) knowledgeFigures {
 		tb.Fatal(err)
 	}
 	search := tools[0]
-	scan := &oldScanIndex{dir: dir}
 	queries := corpus.queries(knowledgeQueries, 2)
 	searchOnce := func(q string) error {
 		in, _ := json.Marshal(map[string]any{"query": q})
@@ -238,7 +233,7 @@ func benchKnowledge(tb testing.TB, quick bool) knowledgeFigures {
 		return nil
 	}
 	scanOnce := func(q string) error {
-		res, err := scan.Search(ctx, q, oldScanDefaultLimit)
+		res, err := linescan.Search(ctx, dir, q, linescan.DefaultLimit)
 		if err != nil || len(res.Matches) == 0 {
 			return fmt.Errorf("line scan %q: got %d matches (%v), want at least one", q, len(res.Matches), err)
 		}
@@ -445,188 +440,6 @@ func titleCase(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// The baseline below is the line scan knowledge_search ran before the
-// index replaced it (shared/knowledge/knowledge.go at commit c4ec499,
-// removed since): Index.Search and the walk, read and excerpt helpers it
-// used, copied unchanged but for names, so the benchmark measures the
-// index against what it replaced. It lives only here, in test code.
-
-const (
-	oldScanMaxDocumentSize = 1 << 20
-	oldScanMaxDocuments    = 10_000
-	oldScanDefaultLimit    = 20
-	oldScanMaxLimit        = 100
-	oldScanMaxLineText     = 400
-)
-
-var oldScanTextExtensions = map[string]bool{
-	".md": true, ".markdown": true, ".mdx": true, ".txt": true, ".text": true,
-	".rst": true, ".adoc": true, ".asciidoc": true, ".org": true,
-	".yaml": true, ".yml": true, ".json": true, ".toml": true, ".ini": true,
-	".conf": true, ".cfg": true, ".csv": true, ".tsv": true, ".log": true,
-	".html": true, ".htm": true, ".xml": true,
-}
-
-type oldScanIndex struct {
-	dir string
-}
-
-type oldScanMatch struct {
-	Document string `json:"document"`
-	Line     int    `json:"line"`
-	Text     string `json:"text"`
-}
-
-type oldScanResults struct {
-	Matches   []oldScanMatch `json:"matches"`
-	Truncated bool           `json:"truncated,omitempty"`
-}
-
-func (i *oldScanIndex) Search(ctx context.Context, query string, limit int) (oldScanResults, error) {
-	switch {
-	case limit <= 0:
-		limit = oldScanDefaultLimit
-	case limit > oldScanMaxLimit:
-		limit = oldScanMaxLimit
-	}
-	out := oldScanResults{Matches: []oldScanMatch{}}
-	if query == "" {
-		return out, nil
-	}
-	needle := strings.ToLower(query)
-	truncated, err := i.walk(ctx, func(name string, data []byte) bool {
-		for n, line := range oldScanLines(data) {
-			lower := strings.ToLower(line)
-			at := strings.Index(lower, needle)
-			if at < 0 {
-				continue
-			}
-			if len(out.Matches) == limit {
-				out.Truncated = true
-				return false
-			}
-			if len(lower) != len(line) {
-				at = -1 // case folding moved the bytes; cut from the start
-			}
-			out.Matches = append(out.Matches, oldScanMatch{Document: name, Line: n + 1, Text: oldScanExcerpt(line, at, len(needle))})
-		}
-		return true
-	})
-	out.Truncated = out.Truncated || truncated
-	return out, err
-}
-
-func (i *oldScanIndex) walk(ctx context.Context, fn func(name string, data []byte) bool) (truncated bool, err error) {
-	root, err := os.OpenRoot(i.dir)
-	if err != nil {
-		return false, err
-	}
-	defer root.Close()
-	candidates := 0
-	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return ctxErr
-		}
-		if err != nil {
-			if name == "." {
-				return err
-			}
-			return nil
-		}
-		if name != "." && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() || !d.Type().IsRegular() || !oldScanTextName(name) {
-			return nil
-		}
-		if candidates == oldScanMaxDocuments {
-			truncated = true
-			return fs.SkipAll
-		}
-		candidates++
-		data, ok := oldScanReadDocument(root, name, d)
-		if !ok {
-			return nil
-		}
-		if !fn(name, data) {
-			return fs.SkipAll
-		}
-		return nil
-	})
-	if err != nil {
-		return truncated, fmt.Errorf("reading knowledge directory %s: %w", i.dir, err)
-	}
-	return truncated, nil
-}
-
-func oldScanReadDocument(root *os.Root, name string, d fs.DirEntry) ([]byte, bool) {
-	if info, err := d.Info(); err != nil || info.Size() > oldScanMaxDocumentSize {
-		return nil, false
-	}
-	f, err := root.Open(name)
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
-		return nil, false
-	}
-	data, err := io.ReadAll(io.LimitReader(f, oldScanMaxDocumentSize+1))
-	if err != nil || len(data) > oldScanMaxDocumentSize || !(bytes.IndexByte(data, 0) < 0 && utf8.Valid(data)) {
-		return nil, false
-	}
-	return data, true
-}
-
-func oldScanTextName(name string) bool {
-	ext := strings.ToLower(path.Ext(name))
-	return ext == "" || oldScanTextExtensions[ext]
-}
-
-func oldScanLines(data []byte) []string {
-	text := strings.TrimSuffix(string(data), "\n")
-	if text == "" {
-		return nil
-	}
-	out := strings.Split(text, "\n")
-	for n, l := range out {
-		out[n] = strings.TrimSuffix(l, "\r")
-	}
-	return out
-}
-
-func oldScanExcerpt(line string, at, n int) string {
-	if len(line) <= oldScanMaxLineText {
-		return line
-	}
-	start := 0
-	if at >= 0 {
-		start = at - oldScanMaxLineText/4
-		if at+n > start+oldScanMaxLineText {
-			start = min(at, at+n-oldScanMaxLineText)
-		}
-		start = max(0, min(start, len(line)-oldScanMaxLineText))
-	}
-	end := start + oldScanMaxLineText
-	for start > 0 && !utf8.RuneStart(line[start]) {
-		start++
-	}
-	for end < len(line) && !utf8.RuneStart(line[end]) {
-		end--
-	}
-	out := line[start:end]
-	if start > 0 {
-		out = "…" + out
-	}
-	if end < len(line) {
-		out += "…"
-	}
-	return out
-}
-
 // TestKnowledgeBench runs the knowledge part of the report alone, on the
 // quick corpus, when FISKFLEET_BENCH_KNOWLEDGE is set: for working on the
 // index without running the fleet. Set it to "full" for the full corpus.
@@ -660,9 +473,8 @@ func TestKnowledgeCorpusDeterministic(t *testing.T) {
 	if !reflect.DeepEqual(qa, qb) {
 		t.Fatalf("queries: got %q and %q, want the same", qa, qb)
 	}
-	scan := &oldScanIndex{dir: a}
 	for _, q := range qa {
-		res, err := scan.Search(t.Context(), q, oldScanDefaultLimit)
+		res, err := linescan.Search(t.Context(), a, q, linescan.DefaultLimit)
 		if err != nil || len(res.Matches) == 0 {
 			t.Errorf("query %q: got %d scan matches (%v), want one at least", q, len(res.Matches), err)
 		}
