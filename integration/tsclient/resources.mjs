@@ -8,17 +8,11 @@
 // resource templates, reads the first document, calls knowledge_search
 // with QUERY and reads every resource_link of the result. It prints one
 // JSON object on stdout and exits 0, or prints the error on stderr and
-// exits 1. The SDK is loaded from SDK_DIR (the package installed by `make
-// tools`), so this directory needs no node_modules of its own.
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+// exits 1 (see sdk.mjs).
+import { connect, report, sdkLoader, text } from './sdk.mjs';
 
 const [sdkDir, url, query] = process.argv.slice(2);
-const load = (p) => import(pathToFileURL(join(sdkDir, 'dist/esm', p)).href);
-const { Client } = await load('client/index.js');
-const { StreamableHTTPClientTransport } = await load('client/streamableHttp.js');
-
-const client = new Client({ name: 'fiskfleet-tsresources', version: '0' });
+const client = await connect(sdkLoader(sdkDir), url, 'fiskfleet-tsresources');
 
 // readText reads a resource and joins the text of its contents; the SDK
 // validates the result against its schema before it gets here.
@@ -30,8 +24,7 @@ async function readText(uri) {
   };
 }
 
-try {
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+await report(client, async () => {
   const caps = client.getServerCapabilities() ?? {};
 
   const pages = [];
@@ -48,23 +41,17 @@ try {
   const document = first ? await readText(first.uri) : null;
 
   const call = await client.callTool({ name: 'knowledge_search', arguments: { query } });
-  const text = call.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
+  const found = text(call, '');
   const links = call.content.filter((c) => c.type === 'resource_link');
   const opened = [];
   for (const l of links) opened.push({ name: l.name, ...(await readText(l.uri)) });
 
-  const out = {
+  return {
     resourcesCapability: caps.resources ?? null,
     pages,
     templates,
     document,
-    search: { isError: !!call.isError, text },
+    search: { isError: !!call.isError, text: found },
     links: opened,
   };
-  process.stdout.write(JSON.stringify(out) + '\n');
-  await client.close();
-  process.exit(0);
-} catch (err) {
-  process.stderr.write(`${err?.stack ?? err}\n`);
-  process.exit(1);
-}
+});

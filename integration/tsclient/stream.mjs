@@ -8,21 +8,12 @@
 //                            the command has written PIDFILE
 //
 // It prints one JSON object on stdout and exits 0, or prints the error on
-// stderr and exits 1. The SDK is loaded from SDK_DIR (the package installed
-// by `make tools`), so this directory needs no node_modules of its own.
+// stderr and exits 1 (see sdk.mjs).
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { connect, report, scenario, sdkLoader, text } from './sdk.mjs';
 
-const [sdkDir, url, scenario, ...args] = process.argv.slice(2);
-const load = (p) => import(pathToFileURL(join(sdkDir, 'dist/esm', p)).href);
-const { Client } = await load('client/index.js');
-const { StreamableHTTPClientTransport } = await load('client/streamableHttp.js');
-
-const client = new Client({ name: 'fiskfleet-tsclient', version: '0' });
-await client.connect(new StreamableHTTPClientTransport(new URL(url)));
-
-const text = (res) => res.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+const [sdkDir, url, name, ...args] = process.argv.slice(2);
+const client = await connect(sdkLoader(sdkDir), url, 'fiskfleet-tsclient');
 
 async function progress(tool) {
   const notes = [];
@@ -56,22 +47,4 @@ async function abort(tool, pidfile) {
   }
 }
 
-try {
-  let out;
-  switch (scenario) {
-    case 'progress':
-      out = await progress(args[0]);
-      break;
-    case 'abort':
-      out = await abort(args[0], args[1]);
-      break;
-    default:
-      throw new Error(`unknown scenario ${scenario}`);
-  }
-  process.stdout.write(JSON.stringify(out) + '\n');
-  await client.close();
-  process.exit(0);
-} catch (err) {
-  process.stderr.write(`${err?.stack ?? err}\n`);
-  process.exit(1);
-}
+await report(client, () => scenario({ progress, abort }, name, args));
