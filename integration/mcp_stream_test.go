@@ -125,7 +125,7 @@ func TestMCPCancelRemoteSpawn(t *testing.T) {
 		_, err := c.CallTool(ctx, req)
 		done <- err
 	}()
-	grandchild := readPID(t, pidfile)
+	grandchild := fisktest.WaitPIDFile(t, pidfile)
 	cancelledAt := time.Now()
 	cancel()
 	select {

@@ -65,7 +65,7 @@ func TestMCPTaskRemote(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "child.pid")
 		task := mcpTask(t, c, "spawn-task", "demo_spawn", map[string]any{"duration": "1m", "pidfile": pidfile})
-		grandchild := readPID(t, pidfile)
+		grandchild := fisktest.WaitPIDFile(t, pidfile)
 		start := time.Now()
 		res, err := c.CancelTask(t.Context(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: task.TaskId}})
 		if err != nil {

@@ -18,21 +18,6 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 )
 
-// readPID waits for a PID file a demo spawn writes.
-func readPID(tb testing.TB, path string) int {
-	tb.Helper()
-	var pid int
-	fisktest.WaitFor(tb, 20*time.Second, "the spawned grandchild's pid file", func() bool {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(string(raw))
-		return err == nil
-	})
-	return pid
-}
-
 // parentOf returns pid's parent from /proc.
 func parentOf(tb testing.TB, pid int) int {
 	tb.Helper()
@@ -83,7 +68,7 @@ func TestStreamCallerKilled(t *testing.T) {
 	agent := b.startAgents(t, 1, b.demoAgent(t, "orphaned", 1))[0]
 	pidfile := filepath.Join(t.TempDir(), "child.pid")
 	cli := fleettest.Start(t, b.home.Env(), fleettest.A2AAgent(t), "call", "--follow", "--context", fleetContext, "orphaned", "spawn", `{"duration":"1m","pidfile":`+strconv.Quote(pidfile)+`}`)
-	grandchild := readPID(t, pidfile)
+	grandchild := fisktest.WaitPIDFile(t, pidfile)
 	killedAt := time.Now()
 	cli.Kill(t)
 	fisktest.WaitFor(t, 3*a2a.HeartbeatInterval+15*time.Second, "the agent to kill the abandoned command's group", func() bool { return fisktest.ProcessGone(grandchild) })
@@ -113,7 +98,7 @@ func TestStreamAgentKilled(t *testing.T) {
 		r, err := b.client.StreamTool(context.Background(), "fragile", "spawn", json.RawMessage(`{"duration":"1m","pidfile":`+strconv.Quote(pidfile)+`}`), nil)
 		done <- result{r, err}
 	}()
-	grandchild := readPID(t, pidfile)
+	grandchild := fisktest.WaitPIDFile(t, pidfile)
 	spawn := parentOf(t, grandchild)
 	serving := parentOf(t, spawn)
 	t.Cleanup(func() {

@@ -106,7 +106,7 @@ func TestTSClientProgressAndAbort(t *testing.T) {
 		if !got.Aborted {
 			t.Fatalf("the aborted call: got %+v, want it rejected as aborted", got)
 		}
-		grandchild := readPID(t, pidfile)
+		grandchild := fisktest.WaitPIDFile(t, pidfile)
 		fisktest.WaitFor(t, 3*a2a.HeartbeatInterval+15*time.Second, "the agent to kill the aborted command's group", func() bool { return fisktest.ProcessGone(grandchild) })
 		f.agent.WaitOutput(t, "outcome=canceled", 10*time.Second)
 	})

@@ -74,7 +74,7 @@ func TestTSClientTasks(t *testing.T) {
 			if !strings.Contains(got.ResultError, "has no result") || !strings.Contains(got.AgainError, "already cancelled") {
 				t.Errorf("after the cancel: got tasks/result %q and tasks/cancel %q, want both refused", got.ResultError, got.AgainError)
 			}
-			grandchild := readPID(t, pidfile)
+			grandchild := fisktest.WaitPIDFile(t, pidfile)
 			fisktest.WaitFor(t, 3*a2a.HeartbeatInterval, "the cancelled task's process group to be killed", func() bool { return fisktest.ProcessGone(grandchild) })
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -219,6 +220,22 @@ func DemoCommand(tb testing.TB, name string) *fiskapp.Command {
 		tb.Fatalf("fisktest: demo app: got %d commands named %s, want 1", len(app.Commands), name)
 	}
 	return app.Commands[0]
+}
+
+// WaitPIDFile waits until the demo's spawn command has written its
+// grandchild's PID to path, and returns it, failing tb after 20 s.
+func WaitPIDFile(tb testing.TB, path string) int {
+	tb.Helper()
+	var pid int
+	WaitFor(tb, 20*time.Second, "the spawned grandchild's pid file "+path, func() bool {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(string(raw))
+		return err == nil
+	})
+	return pid
 }
 
 // ProcessGone reports whether pid no longer runs. A zombie counts as gone:

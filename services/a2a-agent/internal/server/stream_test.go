@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -96,15 +95,7 @@ func TestStreamCancelKillsGroup(t *testing.T) {
 		reply, err = c.StreamTool(ctx, "demo", "spawn", json.RawMessage(`{"duration":"1m","pidfile":`+strconv.Quote(pidfile)+`}`), nil)
 		done <- err
 	}()
-	var pid int
-	fisktest.WaitFor(t, 20*time.Second, "the grandchild to start", func() bool {
-		raw, err := os.ReadFile(pidfile)
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(string(raw))
-		return err == nil
-	})
+	pid := fisktest.WaitPIDFile(t, pidfile)
 	cancel()
 	select {
 	case err := <-done:

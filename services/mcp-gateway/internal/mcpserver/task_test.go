@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,21 +104,6 @@ func waitTask(tb testing.TB, c *client.Client, id string) mcp.Task {
 		return last.Status.IsTerminal()
 	})
 	return last
-}
-
-// readPIDFile waits for a spawn command to write its grandchild's PID.
-func readPIDFile(tb testing.TB, path string) int {
-	tb.Helper()
-	var pid int
-	fisktest.WaitFor(tb, 10*time.Second, "the command to start its grandchild", func() bool {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(string(raw))
-		return err == nil
-	})
-	return pid
 }
 
 // TestTaskAdvertised: a client of the session-based era is offered tasks
@@ -271,7 +255,7 @@ func TestTaskCancelKillsProcessGroup(t *testing.T) {
 
 	pidfile := filepath.Join(t.TempDir(), "child.pid")
 	task := createTask(t, c, "spawn", map[string]any{"duration": "1m", "pidfile": pidfile}, map[string]any{})
-	grandchild := readPIDFile(t, pidfile)
+	grandchild := fisktest.WaitPIDFile(t, pidfile)
 
 	queued := make(chan *mcp.CallToolResult, 1)
 	go func() {
@@ -332,7 +316,7 @@ func TestTaskCountsAgainstMaxConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	first, second := filepath.Join(dir, "first.pid"), filepath.Join(dir, "second.pid")
 	a := createTask(t, c, "spawn", map[string]any{"duration": "1m", "pidfile": first}, map[string]any{})
-	readPIDFile(t, first)
+	fisktest.WaitPIDFile(t, first)
 	b := createTask(t, c, "spawn", map[string]any{"duration": "1m", "pidfile": second}, map[string]any{})
 	if b.Status != mcp.TaskStatusWorking || exists(second) {
 		t.Fatalf("second task: got %q, pidfile written %t, want working and not started (the only slot is taken)", b.Status, exists(second))
@@ -341,7 +325,7 @@ func TestTaskCountsAgainstMaxConcurrent(t *testing.T) {
 	if _, err := c.CancelTask(t.Context(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: a.TaskId}}); err != nil {
 		t.Fatalf("cancelling the first task: %v", err)
 	}
-	pid := readPIDFile(t, second)
+	pid := fisktest.WaitPIDFile(t, second)
 	// The second command wrote its pidfile as it started: only after the
 	// first was cancelled, though it was created long before.
 	if st, err := os.Stat(second); err != nil || st.ModTime().Before(cancelled) {
@@ -363,7 +347,7 @@ func TestTaskToolTimeout(t *testing.T) {
 
 	pidfile := filepath.Join(t.TempDir(), "child.pid")
 	task := createTask(t, c, "spawn", map[string]any{"duration": "1m", "pidfile": pidfile}, map[string]any{})
-	pid := readPIDFile(t, pidfile)
+	pid := fisktest.WaitPIDFile(t, pidfile)
 	want := "spawn did not finish within the tool timeout of 500ms (expose.agent.mcp.tool_timeout); its process group was killed"
 	if s := waitTask(t, c, task.TaskId); s.Status != mcp.TaskStatusFailed || s.StatusMessage != want {
 		t.Errorf("tasks/get: got %+v, want failed with %q", s, want)
@@ -494,7 +478,7 @@ func TestTaskRetention(t *testing.T) {
 		for i := range 2 {
 			pidfile := filepath.Join(dir, fmt.Sprintf("%d.pid", i))
 			running = append(running, createTask(t, c, "spawn", map[string]any{"duration": "1m", "pidfile": pidfile}, map[string]any{}).TaskId)
-			readPIDFile(t, pidfile)
+			fisktest.WaitPIDFile(t, pidfile)
 		}
 		e := rpcError(t, c, string(mcp.MethodToolsCall), map[string]any{"name": "echo", "arguments": map[string]any{"message": "one too many"}, "task": map[string]any{}})
 		if !strings.Contains(e.Message, "expose.agent.mcp.max_tasks") {
@@ -522,7 +506,7 @@ func TestTaskSessionIsolation(t *testing.T) {
 
 	pidfile := filepath.Join(t.TempDir(), "child.pid")
 	task := createTask(t, owner, "spawn", map[string]any{"duration": "1m", "pidfile": pidfile}, map[string]any{})
-	pid := readPIDFile(t, pidfile)
+	pid := fisktest.WaitPIDFile(t, pidfile)
 
 	for _, method := range []mcp.MCPMethod{mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksCancel} {
 		e := rpcError(t, other, string(method), map[string]any{"taskId": task.TaskId})
@@ -666,7 +650,7 @@ func TestTaskEndsWithServer(t *testing.T) {
 	c := connect(t, url, legacyEra, nil)
 	pidfile := filepath.Join(t.TempDir(), "child.pid")
 	createTask(t, c, "spawn", map[string]any{"duration": "1m", "pidfile": pidfile}, map[string]any{})
-	pid := readPIDFile(t, pidfile)
+	pid := fisktest.WaitPIDFile(t, pidfile)
 	s.Close()
 	fisktest.WaitFor(t, 2*time.Second, "the closed server's task command to be killed", func() bool { return fisktest.ProcessGone(pid) })
 }

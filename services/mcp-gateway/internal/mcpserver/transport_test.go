@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -263,15 +261,7 @@ func TestCancelledCallGetsNoResponse(t *testing.T) {
 		answered <- answer{resp.StatusCode, all.String()}
 	}()
 
-	var pid int
-	fisktest.WaitFor(t, 10*time.Second, "the command to start its grandchild", func() bool {
-		raw, err := os.ReadFile(pidfile)
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(string(raw))
-		return err == nil
-	})
+	pid := fisktest.WaitPIDFile(t, pidfile)
 	c.session(id, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"call-1","reason":"user pressed stop"}}`, http.StatusAccepted)
 
 	select {
