@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,8 @@ type Config struct {
 	RemoteRefreshInterval *Duration `yaml:"remote_refresh_interval"`
 	// Knowledge locates the documents behind the knowledge built-ins.
 	Knowledge *Knowledge `yaml:"knowledge"`
+	// Audit configures the audit trail both services publish on NATS.
+	Audit *Audit `yaml:"audit"`
 	// HumanInTheLoop and Memory are accepted for compatibility with agent
 	// files written for an agent loop; they have no effect when serving and
 	// are warned about.
@@ -180,7 +183,113 @@ type MCP struct {
 	// Resources lists what is served as MCP resources; the one kind is
 	// [ResourceKnowledge]. Empty serves none: resources are off by default.
 	Resources []string `yaml:"resources"`
+	// Auth makes the gateway an OAuth 2.1 protected resource: every
+	// request to /mcp carries an access token of Auth.Issuer. It and
+	// AuthTokenEnv exclude each other.
+	Auth *Auth `yaml:"auth"`
+	// Policy decides per caller which tools it sees and runs.
+	Policy *Policy `yaml:"policy"`
 }
+
+// Auth is expose.agent.mcp.auth: the authorization server whose access
+// tokens the gateway accepts, and what a token must say.
+type Auth struct {
+	// Issuer is the authorization server's issuer URL, exactly as its
+	// tokens' iss claim and its metadata spell it. Its metadata (OpenID
+	// discovery or RFC 8414) names the keys.
+	Issuer string `yaml:"issuer"`
+	// Audience is what a token's aud must contain; empty means Resource.
+	Audience string `yaml:"audience"`
+	// Resource is the gateway's canonical public URL of /mcp, as clients
+	// reach it (through a load balancer, say); empty means the listen
+	// URL.
+	Resource string `yaml:"resource"`
+	// Scopes are required of every token and advertised to clients.
+	Scopes []string `yaml:"scopes"`
+	// JWKSURL overrides the key set URL the issuer's metadata names.
+	JWKSURL string `yaml:"jwks_url"`
+	// Algorithms are the signature algorithms accepted; empty means
+	// [DefaultAuthAlgorithms]. Only asymmetric ones are allowed: never
+	// none, never HMAC, whose key the gateway would have to share.
+	Algorithms []string `yaml:"algorithms"`
+	// Leeway is the clock skew allowed on exp, nbf and iat; zero means
+	// [DefaultAuthLeeway].
+	Leeway Duration `yaml:"leeway"`
+}
+
+// AuthAlgorithms are the JWS algorithms expose.agent.mcp.auth.algorithms
+// may name: the asymmetric ones.
+var AuthAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// DefaultAuthAlgorithms are accepted when expose.agent.mcp.auth.algorithms
+// is not set: what identity providers sign access tokens with.
+var DefaultAuthAlgorithms = []string{"RS256", "PS256", "ES256", "EdDSA"}
+
+// Limits of expose.agent.mcp.auth.leeway: a minute covers clocks kept by
+// NTP; more than five would keep an expired token alive noticeably.
+const (
+	DefaultAuthLeeway = time.Minute
+	MaxAuthLeeway     = 5 * time.Minute
+)
+
+// DefaultPolicyClaim is the token claim holding a caller's groups when
+// expose.agent.mcp.policy.claim is not set.
+const DefaultPolicyClaim = "groups"
+
+// DefaultRole is the role the one caller of a gateway without OAuth (a
+// static token, or none) has, when the policy defines it.
+const DefaultRole = "default"
+
+// Policy is expose.agent.mcp.policy: roles matched against a claim of the
+// caller's token, each granting a set of tools.
+type Policy struct {
+	// Claim names the token claim holding the caller's groups or roles,
+	// a string or a list of strings; empty means [DefaultPolicyClaim].
+	Claim string `yaml:"claim"`
+	// Roles are keyed by name; a caller has every role one of whose
+	// match values its claim holds.
+	Roles map[string]*Role `yaml:"roles"`
+}
+
+// Role is one entry of expose.agent.mcp.policy.roles.
+type Role struct {
+	// Match lists claim values; a caller whose claim holds any of them
+	// has the role.
+	Match []string `yaml:"match"`
+	// Include and Exclude narrow the served tools for this role, as the
+	// filters everywhere else do. Remote tools carry no tags, so only
+	// name globs select them.
+	Include Filter `yaml:"include"`
+	Exclude Filter `yaml:"exclude"`
+	// Approve marks the role's members as approvers of others' gated
+	// calls.
+	Approve bool `yaml:"approve"`
+	// NATSContext is the nats context remote tools are discovered and
+	// called through for this role, so NATS permissions decide which
+	// agents it reaches; empty means the gateway's nats_context.
+	NATSContext string `yaml:"nats_context"`
+	// MaxConcurrentTools is the role's share of the gateway's slots;
+	// zero means all of them.
+	MaxConcurrentTools int `yaml:"max_concurrent_tools"`
+}
+
+// Audit is the audit key: where the audit trail is published and how much
+// of a call's arguments it carries.
+type Audit struct {
+	// Subject is the NATS subject records are published on; empty means
+	// choria.fisk-ai.audit.<identity>.
+	Subject string `yaml:"subject"`
+	// Arguments is AuditArgumentsFull (the default) or
+	// AuditArgumentsDigest (only the SHA-256 digest of the canonical
+	// arguments, for arguments that may hold secrets).
+	Arguments string `yaml:"arguments"`
+}
+
+// Values of audit.arguments.
+const (
+	AuditArgumentsFull   = "full"
+	AuditArgumentsDigest = "digest"
+)
 
 // ResourceKnowledge in expose.agent.mcp.resources serves the indexed
 // knowledge documents and their sections as MCP resources.
@@ -312,6 +421,20 @@ func (c *Config) withDefaults() {
 		if m.MaxSessions == 0 {
 			m.MaxSessions = DefaultMaxSessions
 		}
+		if a := m.Auth; a != nil {
+			if a.Leeway.Duration == 0 {
+				a.Leeway.Duration = DefaultAuthLeeway
+			}
+			if len(a.Algorithms) == 0 {
+				a.Algorithms = slices.Clone(DefaultAuthAlgorithms)
+			}
+		}
+		if p := m.Policy; p != nil && p.Claim == "" {
+			p.Claim = DefaultPolicyClaim
+		}
+	}
+	if a := c.Audit; a != nil && a.Arguments == "" {
+		a.Arguments = AuditArgumentsFull
 	}
 	if a := c.Expose.Agent.A2A; a != nil {
 		if a.MaxConcurrentTools == 0 {
@@ -324,6 +447,42 @@ func (c *Config) withDefaults() {
 	if c.RemoteRefreshInterval == nil {
 		c.RemoteRefreshInterval = &Duration{DefaultRemoteRefresh}
 	}
+}
+
+// AuditSubject is the subject the audit trail of identity is published on
+// by default.
+func AuditSubject(identity string) string { return "choria.fisk-ai.audit." + identity }
+
+// AuditSubject returns the subject this identity's audit records go to:
+// audit.subject, else [AuditSubject] of the identity.
+func (c *Config) AuditSubject() string {
+	if c.Audit != nil && c.Audit.Subject != "" {
+		return c.Audit.Subject
+	}
+	return AuditSubject(c.Identity)
+}
+
+// AuditDigestOnly reports whether audit records carry only the digest of a
+// call's arguments (audit.arguments: digest).
+func (c *Config) AuditDigestOnly() bool {
+	return c.Audit != nil && c.Audit.Arguments == AuditArgumentsDigest
+}
+
+// PolicyContexts returns the nats contexts the policy's roles name, by
+// key (expose.agent.mcp.policy.roles.NAME.nats_context), for the caller to
+// check they exist: [Config.Validate] reads no files.
+func (c *Config) PolicyContexts() map[string]string {
+	m := c.Expose.Agent.MCP
+	if m == nil || m.Policy == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for name, r := range m.Policy.Roles {
+		if r != nil && r.NATSContext != "" {
+			out["expose.agent.mcp.policy.roles."+name+".nats_context"] = r.NATSContext
+		}
+	}
+	return out
 }
 
 // Builtins returns the names of every built-in tool

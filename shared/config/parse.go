@@ -383,7 +383,12 @@ func keysAt(p string) []string {
 // field returns the type of the field of struct type t whose YAML key is
 // name, or nil.
 func field(t reflect.Type, name string) reflect.Type {
-	if t = deref(t); t.Kind() != reflect.Struct {
+	if t = deref(t); t.Kind() == reflect.Map {
+		// A map's keys are the operator's names (policy roles): any
+		// name leads to the element type.
+		return t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
 		return nil
 	}
 	for f := range t.Fields() {

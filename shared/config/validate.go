@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"path"
@@ -166,6 +167,18 @@ func (v *validator) common(c *Config) {
 		if m.MaxTasks < 0 {
 			v.fail(key+".max_tasks", fmt.Sprintf("%s.max_tasks must be positive, got %d: fix %s.max_tasks", key, m.MaxTasks, key))
 		}
+		if m.Auth != nil {
+			if m.AuthTokenEnv != "" {
+				v.fail(key+".auth", fmt.Sprintf("%s.auth and %s.auth_token_env are both set: a caller is known either by an OAuth token or by the one shared token; remove one of them", key, key))
+			}
+			v.auth(key+".auth", m.Auth)
+		}
+		if m.Policy != nil {
+			v.policy(key+".policy", m.Policy, m.MaxConcurrentTools)
+		}
+	}
+	if a := c.Audit; a != nil {
+		v.audit(a)
 	}
 	if a := c.Expose.Agent.A2A; a != nil {
 		v.limits("expose.agent.a2a", a.MaxConcurrentTools, a.ToolTimeout)
@@ -175,6 +188,139 @@ func (v *validator) common(c *Config) {
 	}
 	if k := c.Knowledge; k != nil {
 		v.knowledge(k)
+	}
+}
+
+// auth checks expose.agent.mcp.auth at key.
+func (v *validator) auth(key string, a *Auth) {
+	if a.Issuer == "" {
+		v.fail(key+".issuer", fmt.Sprintf("%s.issuer is required: add %s.issuer: the URL your identity provider's tokens name in iss", key, key))
+	} else if err := checkServerURL(a.Issuer); err != nil {
+		v.failErr(key+".issuer", fmt.Sprintf("%s.issuer %q: %v: fix %s.issuer", key, a.Issuer, err, key), err)
+	}
+	if a.Resource != "" {
+		if err := checkServerURL(a.Resource); err != nil {
+			v.failErr(key+".resource", fmt.Sprintf("%s.resource %q: %v: fix %s.resource (the gateway's public URL of /mcp)", key, a.Resource, err, key), err)
+		} else if u, _ := url.Parse(a.Resource); u.Fragment != "" || strings.HasSuffix(a.Resource, "#") {
+			v.fail(key+".resource", fmt.Sprintf("%s.resource %q has a fragment, which RFC 8707 forbids: remove it", key, a.Resource))
+		}
+	}
+	if a.JWKSURL != "" {
+		if err := checkServerURL(a.JWKSURL); err != nil {
+			v.failErr(key+".jwks_url", fmt.Sprintf("%s.jwks_url %q: %v: fix %s.jwks_url, or leave it out to use the issuer's", key, a.JWKSURL, err, key), err)
+		}
+	}
+	if a.Audience != "" && strings.TrimSpace(a.Audience) != a.Audience {
+		v.fail(key+".audience", fmt.Sprintf("%s.audience %q has surrounding spaces: fix %s.audience", key, a.Audience, key))
+	}
+	for i, sc := range a.Scopes {
+		if sc == "" || strings.ContainsAny(sc, " \t\"\\") {
+			k := fmt.Sprintf("%s.scopes[%d]", key, i)
+			v.fail(k, fmt.Sprintf("%s %q is not a scope token: fix %s", k, sc, k))
+		}
+	}
+	for i, alg := range a.Algorithms {
+		if !slices.Contains(AuthAlgorithms, alg) {
+			k := fmt.Sprintf("%s.algorithms[%d]", key, i)
+			v.fail(k, fmt.Sprintf("%s %q is not accepted: use asymmetric algorithms only (%s); none and HMAC are never accepted", k, alg, strings.Join(AuthAlgorithms, ", ")))
+		}
+	}
+	if a.Leeway.Duration < 0 || a.Leeway.Duration > MaxAuthLeeway {
+		v.fail(key+".leeway", fmt.Sprintf("%s.leeway must be between 0 and %s, got %s: fix %s.leeway", key, MaxAuthLeeway, a.Leeway.Duration, key))
+	}
+}
+
+// checkServerURL reports whether u is an absolute URL a gateway may fetch
+// from or name itself by: https, or http on a loopback host (a test or a
+// provider on the same machine), with no user or query.
+func checkServerURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a URL: %w", err)
+	case u.Host == "" || u.Opaque != "":
+		return errors.New("want an absolute URL such as https://login.example.com/realms/ops")
+	case u.User != nil || u.RawQuery != "":
+		return errors.New("want no user or query in it")
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && loopbackName(u.Hostname()):
+		return nil
+	case u.Scheme == "http":
+		return errors.New("want https: tokens and keys must not travel in clear text (http is allowed only on loopback)")
+	}
+	return errors.New("want scheme https")
+}
+
+// loopbackName reports whether host is localhost or a loopback IP.
+func loopbackName(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// rolePattern is what a policy role's name must look like: it appears in
+// logs, audit records and info output.
+var rolePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// policy checks expose.agent.mcp.policy at key. Whether a role's
+// nats_context exists is the caller's to check (Validate reads no files):
+// see [Config.PolicyContexts].
+func (v *validator) policy(key string, p *Policy, slots int) {
+	if p.Claim != "" && strings.TrimSpace(p.Claim) != p.Claim {
+		v.fail(key+".claim", fmt.Sprintf("%s.claim %q has surrounding spaces: fix %s.claim", key, p.Claim, key))
+	}
+	if len(p.Roles) == 0 {
+		v.fail(key+".roles", fmt.Sprintf("%s.roles is empty: a policy without roles would refuse every caller; add %s.roles.NAME: {match: [GROUP]} or remove %s", key, key, key))
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Roles)) {
+		r := p.Roles[name]
+		k := key + ".roles." + name
+		if !rolePattern.MatchString(name) {
+			v.fail(k, fmt.Sprintf("%s: a role name is 1-64 letters, digits, '_', '-' or '.': rename it", k))
+		}
+		if r == nil {
+			v.fail(k+".match", fmt.Sprintf("%s is empty: add %s.match: [GROUP]", k, k))
+			continue
+		}
+		if len(r.Match) == 0 && name != DefaultRole {
+			v.fail(k+".match", fmt.Sprintf("%s.match is empty: the role would match nobody; add %s.match: [GROUP]", k, k))
+		}
+		for i, m := range r.Match {
+			if strings.TrimSpace(m) == "" {
+				mk := fmt.Sprintf("%s.match[%d]", k, i)
+				v.fail(mk, fmt.Sprintf("%s is empty: remove it or name a group", mk))
+			}
+		}
+		v.filter(k+".include", r.Include)
+		v.filter(k+".exclude", r.Exclude)
+		if r.MaxConcurrentTools < 0 {
+			v.fail(k+".max_concurrent_tools", fmt.Sprintf("%s.max_concurrent_tools must be at least 1, got %d: fix it, or leave it out for all of the gateway's slots", k, r.MaxConcurrentTools))
+		}
+		if slots > 0 && r.MaxConcurrentTools > slots {
+			v.fail(k+".max_concurrent_tools", fmt.Sprintf("%s.max_concurrent_tools %d is more than the gateway has (expose.agent.mcp.max_concurrent_tools %d): lower it, or raise expose.agent.mcp.max_concurrent_tools", k, r.MaxConcurrentTools, slots))
+		}
+		if r.NATSContext != "" && strings.TrimSpace(r.NATSContext) != r.NATSContext {
+			v.fail(k+".nats_context", fmt.Sprintf("%s.nats_context %q has surrounding spaces: fix %s.nats_context", k, r.NATSContext, k))
+		}
+	}
+}
+
+// auditSubjectPattern is a NATS subject without wildcards: tokens of
+// printable characters other than '*' and '>', separated by dots.
+var auditSubjectPattern = regexp.MustCompile(`^[^.*> \t\r\n]+(\.[^.*> \t\r\n]+)*$`)
+
+// audit checks the audit key.
+func (v *validator) audit(a *Audit) {
+	if a.Subject != "" && !auditSubjectPattern.MatchString(a.Subject) {
+		v.fail("audit.subject", fmt.Sprintf("audit.subject %q is not a NATS subject to publish on (no wildcards, spaces or empty tokens): fix audit.subject, or leave it out for choria.fisk-ai.audit.<identity>", a.Subject))
+	}
+	switch a.Arguments {
+	case "", AuditArgumentsFull, AuditArgumentsDigest:
+	default:
+		v.fail("audit.arguments", fmt.Sprintf("audit.arguments %q is not one of %s, %s: fix audit.arguments", a.Arguments, AuditArgumentsFull, AuditArgumentsDigest))
 	}
 }
 
