@@ -2,6 +2,10 @@
 // v1 wire protocol: one file per protocol id plus v1/common.json, which
 // defines the header, the identity pattern and every shared object.
 //
+// audit/record.json is the schema of an audit record, the one record per
+// tool call both services publish on NATS. It is not a protocol message
+// (no header, no protocol id) and is versioned apart from v1.
+//
 // The files are embedded so every binary validates against exactly the
 // schemas it was built with; FS exposes them for compilers and tools.
 package schemas
@@ -11,14 +15,22 @@ import (
 	"io/fs"
 )
 
-//go:embed v1/*.json
+//go:embed v1/*.json audit/*.json
 var files embed.FS
 
 // BaseURL is the $id prefix of every v1 schema; a schema's $id is BaseURL
 // followed by its file name.
 const BaseURL = "https://fiskfleet.github.io/schemas/v1/"
 
-// FS returns the schema files, rooted so that "v1/common.json" is a path.
+// AuditRecordPath is the path in [FS] of the audit record schema, and
+// AuditRecordURL its $id.
+const (
+	AuditRecordPath = "audit/record.json"
+	AuditRecordURL  = "https://fiskfleet.github.io/schemas/" + AuditRecordPath
+)
+
+// FS returns the schema files, rooted so that "v1/common.json" and
+// [AuditRecordPath] are paths.
 func FS() fs.FS { return files }
 
 // ProtocolPrefix is the prefix of every v1 protocol id; the kind follows.

@@ -51,3 +51,48 @@ func TestEveryFileIsKnown(t *testing.T) {
 		t.Errorf("schema files: got %d, want %d (one per kind plus common.json)", got, want)
 	}
 }
+
+// TestAuditRecordSchemaShape checks the audit record schema is a closed
+// draft 2020-12 object whose $id matches its path, and that every nested
+// object is closed too.
+func TestAuditRecordSchemaShape(t *testing.T) {
+	b, err := fs.ReadFile(FS(), AuditRecordPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("parsing: %v", err)
+	}
+	if got, want := s["$id"], AuditRecordURL; got != want {
+		t.Errorf("$id: got %v, want %v", got, want)
+	}
+	if got := s["$schema"]; got != "https://json-schema.org/draft/2020-12/schema" {
+		t.Errorf("$schema: got %v, want draft 2020-12", got)
+	}
+	objects := map[string]any{"record": s}
+	defs, _ := s["$defs"].(map[string]any)
+	for name, d := range defs {
+		if m, _ := d.(map[string]any); m["type"] == "object" {
+			objects[name] = m
+		}
+	}
+	if got, want := len(objects), 4; got != want {
+		t.Errorf("objects: got %d, want %d (record, caller, gate, outcome)", got, want)
+	}
+	for name, o := range objects {
+		if got := o.(map[string]any)["additionalProperties"]; got != false {
+			t.Errorf("%s additionalProperties: got %v, want false", name, got)
+		}
+	}
+}
+
+func TestAuditDirectoryHoldsOnlyTheRecord(t *testing.T) {
+	entries, err := fs.ReadDir(FS(), "audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(entries), 1; got != want {
+		t.Errorf("audit schema files: got %d, want %d (record.json)", got, want)
+	}
+}
