@@ -156,7 +156,7 @@ func (p *Publisher) run() {
 // emit bounds, encodes, validates and publishes one record.
 func (p *Publisher) emit(r *Record) {
 	r.bound(time.Now())
-	data, err := json.Marshal(r)
+	data, err := marshal(r)
 	if err != nil {
 		p.lost(r, "encoding", err)
 		return
@@ -179,13 +179,13 @@ func (p *Publisher) emit(r *Record) {
 // not published.
 func (p *Publisher) lost(r *Record, reason string, err error) {
 	r.bound(time.Now())
-	data, merr := json.Marshal(r)
+	data, merr := marshal(r)
 	if merr != nil {
 		// Only raw arguments that are not JSON fail to encode: keep their
 		// bytes as a string so the log still holds the whole record.
 		c := *r
 		c.Arguments, _ = marshal(string(r.Arguments))
-		data, _ = json.Marshal(&c)
+		data, _ = marshal(&c)
 		if err == nil {
 			err = merr
 		}

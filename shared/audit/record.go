@@ -239,8 +239,9 @@ func (r *Record) SetArguments(input json.RawMessage, digestOnly bool) {
 const timeLayout = "2006-01-02T15:04:05.000000Z07:00"
 
 // MarshalJSON writes the record with its time in UTC and a microsecond
-// fraction, and without HTML escaping, so command lines read as they ran
-// (a && b, not a \u0026\u0026 b).
+// fraction. json.Marshal escapes <, > and & in what it returns; the
+// [Publisher] writes records without that escaping, so command lines read
+// as they ran (a && b, not a \u0026\u0026 b).
 func (r Record) MarshalJSON() ([]byte, error) {
 	type plain Record
 	return marshal(struct {
