@@ -13,6 +13,8 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing"
@@ -57,6 +59,7 @@ func (s *Server) handleDiscovery(r *natsbus.Request) {
 // concurrency slot here, before a worker starts, so a busy agent stops
 // reading and the pressure reaches NATS instead of piling up in memory.
 func (s *Server) handleTool(r *natsbus.Request) {
+	arrived := s.arrival()
 	ctx, span := s.startRequest(r, "tool")
 	req := &a2a.ToolRequest{}
 	if err := a2a.Decode(r.Data(), req); err != nil {
@@ -68,13 +71,14 @@ func (s *Server) handleTool(r *natsbus.Request) {
 	if !ok {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "outcome", "unknown tool")
 		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
-		s.answer(r, req, &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("unknown tool %q: %s serves %d tools; discover them first", req.Name, s.cfg.Identity, len(s.served))})
+		reply := &a2a.ToolReply{IsError: true, Output: s.unknownTool(req.Name)}
+		s.answer(r, req, reply)
+		s.audit(audit.SurfaceA2A, req, nil, refused(req, audit.ResultUnknownTool, classUnknownTool, reply.Output), arrived, span)
 		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
 	if !s.takeSlot(ctx) {
-		s.answer(r, req, s.stoppingReply())
-		endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
+		s.refuseStopping(r, req, t, arrived, span)
 		return
 	}
 	// Both cases of takeSlot may be ready at once, and micro keeps
@@ -83,8 +87,7 @@ func (s *Server) handleTool(r *natsbus.Request) {
 	// for.
 	if !s.admit() {
 		<-s.sem
-		s.answer(r, req, s.stoppingReply())
-		endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
+		s.refuseStopping(r, req, t, arrived, span)
 		return
 	}
 	go func() {
@@ -92,11 +95,26 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		defer func() { <-s.sem }()
 		reply, rec := s.call(ctx, t, req, nil)
 		s.answer(r, req, reply)
+		// Recorded and logged once the reply is sent, so the caller never
+		// waits on the trail or the log sink (a slow stderr reader, a
+		// busy journal).
+		s.audit(audit.SurfaceA2A, req, t, rec, arrived, span)
 		endRequest(span, t.Name(), &rec, "")
-		// Logged once the reply is sent, so the caller never waits on
-		// the log sink (a slow stderr reader, a busy journal).
 		s.logCall(rec)
 	}()
+}
+
+// refuseStopping answers a call that arrives once Stop has begun.
+func (s *Server) refuseStopping(r *natsbus.Request, req *a2a.ToolRequest, t tool.Tool, arrived time.Time, span trace.Span) {
+	reply := s.stoppingReply()
+	s.answer(r, req, reply)
+	s.audit(audit.SurfaceA2A, req, t, refused(req, audit.ResultRefused, classStopping, reply.Output), arrived, span)
+	endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
+}
+
+// unknownTool is what a call naming no served tool is told.
+func (s *Server) unknownTool(name string) string {
+	return fmt.Sprintf("unknown tool %q: %s serves %d tools; discover them first", name, s.cfg.Identity, len(s.served))
 }
 
 // stoppingReply answers a call that arrives once Stop has begun.
@@ -104,17 +122,23 @@ func (s *Server) stoppingReply() *a2a.ToolReply {
 	return &a2a.ToolReply{IsError: true, Output: fmt.Sprintf("agent %s is stopping; call again", s.cfg.Identity)}
 }
 
-// callRecord is what the one log line of a tool call says.
+// callRecord is what the one log line and the audit record of a tool
+// call say.
 type callRecord struct {
 	tool, caller, outcome string
 	duration              time.Duration
 	// stream is set for a streamed call.
 	stream bool
-	// ran is set for a command that ran, which has an exit code and a
-	// command line.
+	// ran is set for a command that ran to its end, which has an exit
+	// code.
 	ran      bool
 	exitCode int
-	command  string
+	// command is the command line that ran, when one did.
+	command string
+	// result, class and message are the audit record's outcome: an
+	// audit.Result constant, an error class and the error text the caller
+	// got.
+	result, class, message string
 }
 
 // call runs one tool call under the per-call timeout, within parent, and
@@ -133,26 +157,38 @@ func (s *Server) call(parent context.Context, t tool.Tool, req *a2a.ToolRequest,
 		reply.Exec = &a2a.Exec{Command: out.Result.Command, ExitCode: out.Result.ExitCode, Truncated: out.Result.Truncated}
 		reply.Output = out.Result.Output
 	}
-	outcome := "ok"
+	outcome, result, class := "ok", audit.ResultOK, ""
 	switch {
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		outcome = "timeout"
+		outcome, result, class = "timeout", audit.ResultTimeout, classTimeout
 		reply.IsError = true
 		reply.Output = fmt.Sprintf("tool %s timed out after %s", t.Name(), s.cfg.Timeout)
+	case err != nil && errors.Is(err, context.Canceled):
+		// The server's lifetime ended (Stop ran out of time); a stream's
+		// caller canceling is told apart by runStream.
+		outcome, result, class = "error", audit.ResultCanceled, classStopping
+		reply.IsError = true
+		reply.Output = fmt.Sprintf("tool %s failed: %v", t.Name(), err)
 	case err != nil:
-		outcome = "error"
+		outcome, result, class = "error", audit.ResultError, classRun
+		if errors.Is(err, fiskapp.ErrStart) {
+			class = classStart
+		}
 		reply.IsError = true
 		reply.Output = fmt.Sprintf("tool %s failed: %v", t.Name(), err)
 	case out.IsError:
-		outcome = "error"
+		outcome, result, class = "error", audit.ResultError, classToolError
 		reply.IsError = true
 		reply.Output = out.Message
 	case out.Result == nil:
 		reply.Output = string(out.JSON)
 	case out.Result.ExitCode != 0:
-		outcome = "exit"
+		outcome, result, class = "exit", audit.ResultFailed, classExitNonzero
 	}
-	rec = callRecord{tool: t.Name(), caller: req.Sender.Name, outcome: outcome, duration: duration}
+	rec = callRecord{tool: t.Name(), caller: req.Sender.Name, outcome: outcome, duration: duration, result: result, class: class}
+	if reply.IsError {
+		rec.message = reply.Output
+	}
 	if reply.Exec != nil {
 		rec.ran, rec.exitCode, rec.command = true, reply.Exec.ExitCode, reply.Exec.Command
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
@@ -67,6 +68,15 @@ type Config struct {
 	// trace from the NATS headers) with children for the slot wait and the
 	// command run; nil means no tracing, at the cost of a nil check.
 	Tracer trace.Tracer
+	// Audit, when set, receives one record per tool call on the tool and
+	// stream endpoints, built and handed over once the call has been
+	// answered; nil means no records, at the cost of a nil check. The
+	// caller owns it and closes it after Stop returns, so the records of
+	// the calls Stop let finish are published too.
+	Audit *audit.Publisher
+	// AuditDigestOnly keeps only the digest of each call's arguments in
+	// its record (audit.arguments: digest).
+	AuditDigestOnly bool
 }
 
 func (c Config) withDefaults() Config {

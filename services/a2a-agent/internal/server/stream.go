@@ -8,8 +8,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
@@ -67,6 +70,7 @@ func (st *streams) get(id string) *running {
 // taken here before any work. A call that cannot start gets
 // ack{accepted: false} as its whole answer.
 func (s *Server) handleStream(r *natsbus.Request) {
+	arrived := s.arrival()
 	ctx, span := s.startRequest(r, "stream")
 	req := &a2a.ToolRequest{}
 	if err := a2a.Decode(r.Data(), req); err != nil {
@@ -81,28 +85,37 @@ func (s *Server) handleStream(r *natsbus.Request) {
 	if !ok {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "stream", true, "outcome", "unknown tool")
 		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
-		out.ack(false, fmt.Sprintf("unknown tool %q: %s serves %d tools; discover them first", req.Name, s.cfg.Identity, len(s.served)))
+		reason := s.unknownTool(req.Name)
+		out.ack(false, reason)
+		s.audit(audit.SurfaceA2AStream, req, nil, refused(req, audit.ResultUnknownTool, classUnknownTool, reason), arrived, span)
 		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
 	if !s.takeSlot(ctx) {
-		out.ack(false, s.stoppingReply().Output)
-		endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
+		s.refuseStream(out, req, t, arrived, span)
 		return
 	}
 	if !s.admit() {
 		<-s.sem
-		out.ack(false, s.stoppingReply().Output)
-		endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
+		s.refuseStream(out, req, t, arrived, span)
 		return
 	}
 	go func() {
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()
 		rec := s.runStream(ctx, out, t, req)
+		s.audit(audit.SurfaceA2AStream, req, t, rec, arrived, span)
 		endRequest(span, t.Name(), &rec, "")
 		s.logCall(rec)
 	}()
+}
+
+// refuseStream answers a stream that arrives once Stop has begun.
+func (s *Server) refuseStream(out *streamOut, req *a2a.ToolRequest, t tool.Tool, arrived time.Time, span trace.Span) {
+	reason := s.stoppingReply().Output
+	out.ack(false, reason)
+	s.audit(audit.SurfaceA2AStream, req, t, refused(req, audit.ResultRefused, classStopping, reason), arrived, span)
+	endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
 }
 
 // runStream runs one streamed call within parent (the server's lifetime,
@@ -123,6 +136,11 @@ func (s *Server) runStream(parent context.Context, out *streamOut, t tool.Tool, 
 	if cause := context.Cause(ctx); errors.Is(cause, errCanceledByCaller) || errors.Is(cause, errCallerGone) {
 		reply = &a2a.ToolReply{IsError: true, Output: canceledOutput(live.sent(), t.Name(), cause)}
 		rec.outcome, rec.ran = "canceled", false
+		// The record says why, not the output so far.
+		rec.result, rec.class, rec.message = audit.ResultCanceled, classCanceled, canceledOutput("", t.Name(), cause)
+		if errors.Is(cause, errCallerGone) {
+			rec.class = classCallerGone
+		}
 	}
 	rec.stream = true
 	out.final(reply)

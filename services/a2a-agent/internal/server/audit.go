@@ -1,0 +1,105 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// Error classes of the audit records this server writes, beside the
+// results they qualify.
+const (
+	classUnknownTool = "unknown_tool"
+	classStopping    = "stopping"
+	classTimeout     = "timeout"
+	classStart       = "start"
+	classRun         = "run_error"
+	classToolError   = "tool_error"
+	classInvalid     = "invalid_input"
+	classExitNonzero = "exit_nonzero"
+	classCanceled    = "canceled_by_caller"
+	classCallerGone  = "caller_gone"
+)
+
+// commandLiner is a tool that can say which command line an input would
+// run (fiskapp.Command): the audit record names it for calls that did not
+// run it to the end, and its error tells invalid input from other
+// failures.
+type commandLiner interface {
+	CommandLine(input json.RawMessage) (string, error)
+}
+
+// arrival is when a request arrived, read only when records are kept, so
+// an agent without an audit trail does not pay for the clock.
+func (s *Server) arrival() time.Time {
+	if s.cfg.Audit == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// traceID is the trace of span, when it records.
+func traceID(span trace.Span) string {
+	if !span.IsRecording() {
+		return ""
+	}
+	return span.SpanContext().TraceID().String()
+}
+
+// refused describes a call answered without running (an unknown tool, a
+// stopping agent), for its audit record.
+func refused(req *a2a.ToolRequest, result, class, message string) callRecord {
+	return callRecord{tool: req.Name, caller: req.Sender.Name, result: result, class: class, message: message}
+}
+
+// audit publishes the record of one call, once it has been answered. t is
+// the served tool, nil when the request named none. It runs on the
+// goroutine that answered, after the reply went out: the caller never
+// waits for it, and the publisher never blocks.
+func (s *Server) audit(surface string, req *a2a.ToolRequest, t tool.Tool, rec callRecord, arrived time.Time, span trace.Span) {
+	if s.cfg.Audit == nil {
+		return
+	}
+	r := &audit.Record{
+		Time:     arrived,
+		Service:  audit.ServiceA2AAgent,
+		Identity: s.cfg.Identity,
+		Instance: s.cfg.Instance,
+		Surface:  surface,
+		// NATS does not tell a micro handler who sent the request: the
+		// sender is what the request claims.
+		Caller:  audit.Caller{Name: req.Sender.Name, Instance: req.Sender.Instance, Claimed: true},
+		Tool:    req.Name,
+		Command: rec.command,
+		// A2A serves no gated tool (Select drops them).
+		Gate: audit.Gate{Decision: audit.DecisionNotGated},
+		Outcome: audit.Outcome{
+			Result:     rec.result,
+			ErrorClass: rec.class,
+			Message:    rec.message,
+			DurationMS: audit.DurationMS(time.Since(arrived)),
+		},
+		TraceID: traceID(span),
+	}
+	r.SetArguments(req.Input, s.cfg.AuditDigestOnly)
+	if rec.ran {
+		r.Outcome.ExitCode = audit.ExitCode(rec.exitCode)
+	}
+	if cl, ok := t.(commandLiner); ok && r.Command == "" {
+		line, err := cl.CommandLine(req.Input)
+		switch {
+		case err == nil:
+			r.Command = line
+		case errors.Is(err, fiskapp.ErrInvalidInput) && rec.result == audit.ResultError:
+			r.Outcome.Result, r.Outcome.ErrorClass = audit.ResultInvalid, classInvalid
+		}
+	}
+	s.cfg.Audit.Publish(r)
+}
