@@ -211,7 +211,7 @@ func TestClientCommandsRender(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
 
-	flags := clientFlags{Context: "cli-test", Timeout: 10 * time.Second, As: "operator"}
+	flags := clientFlags{natsFlags: natsFlags{Context: "cli-test"}, Timeout: 10 * time.Second, As: "operator"}
 	tests := []struct {
 		name       string
 		run        func(env) error
@@ -252,7 +252,7 @@ func TestClientCommandsRender(t *testing.T) {
 		{
 			name: "an absent agent is unavailable",
 			run: func(e env) error {
-				return (&callCmd{clientFlags: clientFlags{Context: "cli-test", Timeout: 2 * time.Second, As: "operator"}, Identity: "absent", Tool: "status"}).Run(t.Context(), log, e)
+				return (&callCmd{clientFlags: clientFlags{natsFlags: natsFlags{Context: "cli-test"}, Timeout: 2 * time.Second, As: "operator"}, Identity: "absent", Tool: "status"}).Run(t.Context(), log, e)
 			},
 			wantErr: a2a.ErrAgentUnavailable,
 		},

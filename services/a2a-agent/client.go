@@ -17,9 +17,14 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 )
 
+// natsFlags are shared by the commands that connect to NATS.
+type natsFlags struct {
+	Context string `help:"nats context to connect with (default: the selected one)." env:"NATS_CONTEXT"`
+}
+
 // clientFlags are shared by the commands that talk to agents on the bus.
 type clientFlags struct {
-	Context string        `help:"nats context to connect with (default: the selected one)." env:"NATS_CONTEXT"`
+	natsFlags
 	Timeout time.Duration `help:"How long to wait for the agent; longer than the agent's own tool_timeout, so a slow command is reported as its timeout rather than as an unavailable agent." default:"60s"`
 	As      string        `help:"Sender label on requests (a label for logs, not an authorization)." default:"operator"`
 }

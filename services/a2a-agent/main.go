@@ -26,6 +26,7 @@ type root struct {
 	Discover discoverCmd `cmd:"" help:"Show the agent card of IDENTITY: its served tools."`
 	Call     callCmd     `cmd:"" help:"Call TOOL on IDENTITY and print the CommandResult."`
 	Info     infoCmd     `cmd:"" help:"List what serve would serve, and why each dropped tool is dropped."`
+	Audit    auditCmd    `cmd:"" help:"Follow the audit trail: one record per tool call, published by agents and gateways on NATS."`
 }
 
 func main() {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
@@ -97,6 +98,21 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if cfg.Expose.Agent.Metrics != nil {
 		sc.Metrics = ops.NewMetrics("a2a-agent", cfg.Identity)
 	}
+	// Connected before the server is built: the audit publisher it is
+	// given rides this connection. Connect fails at once when no server
+	// answers, so the health listener below still starts within moments.
+	nc, err := natsconn.Connect(natsconn.Options{Context: cfg.NATSContext, Name: "a2a-agent " + cfg.Identity, Logger: log})
+	if err != nil {
+		return fmt.Errorf("%s: nats_context: %w", cfg.File, err)
+	}
+	defer nc.Close()
+	// One record per call on the trail; closed after the drain, so the
+	// calls the drain let finish are recorded, and before the connection
+	// closes, so the records are flushed. The deferred Close covers the
+	// error paths; a second Close is a no-op.
+	pub := audit.NewPublisher(nc, audit.PublisherConfig{Subject: cfg.AuditSubject(), Logger: log})
+	defer closeAudit(pub, c.DrainTimeout, cfg.Identity, log)
+	sc.Audit, sc.AuditDigestOnly = pub, cfg.AuditDigestOnly()
 	srv, err := server.New(sc, app.Tools())
 	if errors.Is(err, server.ErrNothingToServe) && len(app.Dropped) > 0 {
 		// Most often the filters left nothing: name the keys to fix.
@@ -124,11 +140,6 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		}
 		log.Info("serving health probes", "agent", cfg.Identity, "address", bound.String(), "live", ops.LivePath, "ready", ops.ReadyPath)
 	}
-	nc, err := natsconn.Connect(natsconn.Options{Context: cfg.NATSContext, Name: "a2a-agent " + cfg.Identity, Logger: log})
-	if err != nil {
-		return fmt.Errorf("%s: nats_context: %w", cfg.File, err)
-	}
-	defer nc.Close()
 	conn.Store(nc)
 	if err := srv.Start(nc); err != nil {
 		return err
@@ -143,6 +154,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		"discovery_subject", natsbus.DiscoverySubject(cfg.Identity),
 		"tool_subject", natsbus.ToolSubject(cfg.Identity),
 		"queue_group", cfg.Identity,
+		"audit_subject", cfg.AuditSubject(),
 		"tools", strings.Join(names, ","),
 		"dropped", len(srv.Dropped()))
 	// Start-up leaves garbage behind (the application's introspection
@@ -159,6 +171,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if err := srv.Stop(stopCtx); err != nil {
 		return err
 	}
+	closeAudit(pub, c.DrainTimeout, cfg.Identity, log)
 	// Requests NATS already delivered to this process are answered
 	// ("stopping; call again") before the connection closes, not dropped.
 	if err := natsconn.Drain(nc, c.DrainTimeout); err != nil {
@@ -166,6 +179,17 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	}
 	log.Info("stopped", "agent", cfg.Identity)
 	return nil
+}
+
+// closeAudit publishes the audit records still buffered and flushes them,
+// within timeout; the records it cannot publish in time are logged by the
+// publisher.
+func closeAudit(pub *audit.Publisher, timeout time.Duration, identity string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := pub.Close(ctx); err != nil {
+		log.Warn("closing the audit trail", "agent", identity, "error", err)
+	}
 }
 
 // natsReady reports nil while nc is connected.
