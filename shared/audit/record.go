@@ -140,7 +140,9 @@ type Record struct {
 	// ArgumentsNote says why the arguments are not recorded as sent:
 	// [NoteInvalidJSON] or [NoteTooLarge]; empty when they are.
 	ArgumentsNote string `json:"arguments_note,omitempty"`
-	// Command is the command line that ran, or would have run, when known.
+	// Command is the command line that ran, or would have run, when
+	// known. It spells out the arguments, so it is left out with
+	// audit.arguments: digest; set it with [Record.SetCommand].
 	Command string `json:"command,omitempty"`
 	// Gate is what the approval gate decided.
 	Gate Gate `json:"gate"`
@@ -231,6 +233,15 @@ func (r *Record) SetArguments(input json.RawMessage, digestOnly bool) {
 	}
 	if !digestOnly {
 		r.Arguments = c
+	}
+}
+
+// SetCommand records line, the command line of the call, unless
+// digestOnly: a command line holds the arguments the digest stands for.
+func (r *Record) SetCommand(line string, digestOnly bool) {
+	r.Command = ""
+	if !digestOnly {
+		r.Command = line
 	}
 }
 

@@ -158,3 +158,23 @@ func TestSubject(t *testing.T) {
 		t.Errorf("config and audit disagree: got %q, want %q", got, want)
 	}
 }
+
+func TestSetCommand(t *testing.T) {
+	tests := []struct {
+		name       string
+		digestOnly bool
+		want       string
+	}{
+		{name: "recorded", want: "app echo -- secret"},
+		{name: "left out with the digest only", digestOnly: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := sampleRecord(0)
+			r.SetCommand("app echo -- secret", tt.digestOnly)
+			if r.Command != tt.want {
+				t.Errorf("command: got %q, want %q", r.Command, tt.want)
+			}
+		})
+	}
+}

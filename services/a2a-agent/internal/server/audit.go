@@ -75,9 +75,8 @@ func (s *Server) audit(surface string, req *a2a.ToolRequest, t tool.Tool, rec ca
 		Surface:  surface,
 		// NATS does not tell a micro handler who sent the request: the
 		// sender is what the request claims.
-		Caller:  audit.Caller{Name: req.Sender.Name, Instance: req.Sender.Instance, Claimed: true},
-		Tool:    req.Name,
-		Command: rec.command,
+		Caller: audit.Caller{Name: req.Sender.Name, Instance: req.Sender.Instance, Claimed: true},
+		Tool:   req.Name,
 		// A2A serves no gated tool (Select drops them).
 		Gate: audit.Gate{Decision: audit.DecisionNotGated},
 		Outcome: audit.Outcome{
@@ -92,14 +91,16 @@ func (s *Server) audit(surface string, req *a2a.ToolRequest, t tool.Tool, rec ca
 	if rec.ran {
 		r.Outcome.ExitCode = audit.ExitCode(rec.exitCode)
 	}
-	if cl, ok := t.(commandLiner); ok && r.Command == "" {
-		line, err := cl.CommandLine(req.Input)
+	line := rec.command
+	if cl, ok := t.(commandLiner); ok && (line == "" || rec.result == audit.ResultError) {
+		l, err := cl.CommandLine(req.Input)
 		switch {
-		case err == nil:
-			r.Command = line
+		case err == nil && line == "":
+			line = l
 		case errors.Is(err, fiskapp.ErrInvalidInput) && rec.result == audit.ResultError:
 			r.Outcome.Result, r.Outcome.ErrorClass = audit.ResultInvalid, classInvalid
 		}
 	}
+	r.SetCommand(line, s.cfg.AuditDigestOnly)
 	s.cfg.Audit.Publish(r)
 }

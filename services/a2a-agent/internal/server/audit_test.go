@@ -224,7 +224,8 @@ func TestAuditCanceledStream(t *testing.T) {
 	}
 }
 
-// TestAuditDigestOnly records only the digest of the arguments.
+// TestAuditDigestOnly records only the digest of the arguments, and no
+// command line.
 func TestAuditDigestOnly(t *testing.T) {
 	ns := natstest.Start(t)
 	tr := followTrail(t, ns)
@@ -235,6 +236,10 @@ func TestAuditDigestOnly(t *testing.T) {
 	r, _ := tr.next(t)
 	if r.Arguments != nil || r.ArgumentsDigest != audit.Digest(json.RawMessage(secret)) {
 		t.Errorf("got arguments %s digest %s, want none and %s", r.Arguments, r.ArgumentsDigest, audit.Digest(json.RawMessage(secret)))
+	}
+	// The command line spells the arguments out: it goes too.
+	if r.Command != "" {
+		t.Errorf("command: got %q, want none with the digest only", r.Command)
 	}
 }
 
