@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
@@ -210,4 +211,39 @@ func BenchmarkServerFirstEvent(b *testing.B) {
 	b.ReportMetric(median(streamed)/median(direct), "first-event/first-line-p50")
 	b.ReportMetric(median(direct)/1e3, "first-line-p50-µs")
 	b.ReportMetric(median(streamed)/1e3, "first-event-p50-µs")
+}
+
+// BenchmarkServerCallAudit is a whole A2A call of an in-process tool (no
+// exec, so the protocol's own cost is all there is), without and with an
+// audit trail: the record is built and handed over after the reply, so
+// the two should read the same.
+func BenchmarkServerCallAudit(b *testing.B) {
+	for _, audited := range []bool{false, true} {
+		name := "off"
+		if audited {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			ns := natstest.Start(b)
+			nc := ns.Connect(b)
+			cfg := server.Config{Identity: "bench"}
+			if audited {
+				pub := audit.NewPublisher(nc, audit.PublisherConfig{Logger: testLogger(b)})
+				b.Cleanup(func() { _ = pub.Close(context.Background()) })
+				cfg.Audit = pub
+			}
+			srv := newServer(b, cfg, []tool.Tool{funcTool(b, tool.FuncSpec{
+				Name: "status", Description: "Reports status", Exposure: tool.ExposeA2A, Confirmation: tool.ConfirmNone,
+			})})
+			startServer(b, srv, nc)
+			c := newClient(b, ns.Connect(b), "bench")
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := c.CallTool(b.Context(), "bench", "status", benchEchoInput)
+				if err != nil || r.IsError {
+					b.Fatalf("got %+v, %v", r, err)
+				}
+			}
+		})
+	}
 }

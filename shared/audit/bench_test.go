@@ -1,0 +1,42 @@
+package audit_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/fiskfleet/fiskfleet/shared/audit"
+)
+
+// BenchmarkRecord is the work one record costs, off the call path: the
+// arguments canonicalised and digested, the record encoded and validated.
+func BenchmarkRecord(b *testing.B) {
+	b.Run("SetArguments", func(b *testing.B) {
+		r := sampleRecord(1)
+		in := json.RawMessage(`{"message":"hi","upper":true,"count":3}`)
+		b.ReportAllocs()
+		for b.Loop() {
+			r.SetArguments(in, false)
+		}
+	})
+	data, err := json.Marshal(sampleRecord(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Marshal", func(b *testing.B) {
+		r := sampleRecord(1)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Validate", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := audit.Validate(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
