@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
@@ -187,4 +191,79 @@ func TestServeAuditTrail(t *testing.T) {
 	}
 	checkRecord(tail.line(t), "sleep")
 	tail.stop(t, syscall.SIGINT)
+}
+
+// readmeStreamAdd are the arguments of the `nats stream add` the audit
+// trail's documentation tells operators to run (with one replica: the
+// test has one server).
+var readmeStreamAdd = []string{"stream", "add", "AUDIT", "--subjects", "choria.fisk-ai.audit.>",
+	"--storage", "file", "--retention", "limits", "--discard", "old", "--max-age", "90d",
+	"--max-bytes", "10GiB", "--max-msg-size", "1MiB", "--dupe-window", "2m",
+	"--deny-delete", "--deny-purge", "--replicas", "1", "--defaults"}
+
+// TestAuditTrailInJetStream creates the stream the documentation gives
+// with the real nats CLI, serves with no audit key at all, and finds the
+// record of every call in the stream, in order.
+func TestAuditTrailInJetStream(t *testing.T) {
+	ns := natstest.StartWithOptions(t, server.Options{JetStream: true, StoreDir: t.TempDir()})
+	cli := exec.Command(fisktest.NATSCLI(t), append([]string{"--server", ns.URL()}, readmeStreamAdd...)...)
+	if out, err := cli.CombinedOutput(); err != nil {
+		t.Fatalf("nats stream add: %v\n%s", err, out)
+	}
+	home := ns.WriteContext(t, t.TempDir(), "audit-test", nil)
+	env := []string{"XDG_CONFIG_HOME=" + home, "NATS_CONTEXT=audit-test"}
+	cfg := filepath.Join(t.TempDir(), "agent.yaml")
+	body := "identity: kept\napplication_path: " + fisktest.FiskDemo(t) + "\nnats_context: audit-test\n" +
+		"expose:\n  agent:\n    a2a:\n      serve_tools: true\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := startAgent(t, env, "serve", "--config", cfg)
+	agent.waitStderr(t, "serving over A2A")
+
+	nc := ns.Connect(t)
+	c, err := a2a.NewClient(natsbus.NewTransport(nc), a2a.Participant{Name: "tester"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct{ tool, input, result string }{
+		{"echo", `{"message":"hi"}`, audit.ResultOK},
+		{"fail", `{"code":2}`, audit.ResultFailed},
+		{"nosuch", `{}`, audit.ResultUnknownTool},
+	}
+	for _, call := range calls {
+		if _, err := c.CallTool(t.Context(), "kept", call.tool, json.RawMessage(call.input)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent.stop(t, syscall.SIGTERM)
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(t.Context(), "AUDIT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := info.State.Msgs, uint64(len(calls)); got != want {
+		t.Fatalf("records in AUDIT: got %d, want %d", got, want)
+	}
+	for i, call := range calls {
+		m, err := stream.GetMsg(t.Context(), info.State.FirstSeq+uint64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := audit.Decode(m.Data)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if m.Subject != "choria.fisk-ai.audit.kept" || r.Tool != call.tool || r.Outcome.Result != call.result || string(r.Arguments) != call.input {
+			t.Errorf("record %d on %s: got tool %s result %s arguments %s, want %s %s %s", i, m.Subject, r.Tool, r.Outcome.Result, r.Arguments, call.tool, call.result, call.input)
+		}
+	}
 }
