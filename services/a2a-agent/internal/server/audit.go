@@ -54,15 +54,20 @@ func traceID(span trace.Span) string {
 }
 
 // refused describes a call answered without running (an unknown tool, a
-// stopping agent), for its audit record.
+// stopping agent), for its audit record. Such a record is handed over
+// before the refusal is sent, unlike a call's: there is no work for the
+// caller to wait less for, and a refusal during Stop happens on the
+// subscription goroutine, which Stop does not wait for; recorded first,
+// it is in the publisher before any caller or operator sees the answer,
+// so closing the publisher after the last reply cannot miss it.
 func refused(req *a2a.ToolRequest, result, class, message string) callRecord {
 	return callRecord{tool: req.Name, caller: req.Sender.Name, result: result, class: class, message: message}
 }
 
-// audit publishes the record of one call, once it has been answered. t is
-// the served tool, nil when the request named none. It runs on the
-// goroutine that answered, after the reply went out: the caller never
-// waits for it, and the publisher never blocks.
+// audit publishes the record of one call. t is the served tool, nil when
+// the request named none. For a call that ran it runs on the worker, after
+// the reply went out: the caller never waits for it, and the publisher
+// never blocks.
 func (s *Server) audit(surface string, req *a2a.ToolRequest, t tool.Tool, rec callRecord, arrived time.Time, span trace.Span) {
 	if s.cfg.Audit == nil {
 		return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
@@ -17,6 +18,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
 // trail follows the audit records published on a NATS server.
@@ -271,3 +273,69 @@ func TestNoAuditWithoutPublisher(t *testing.T) {
 	callTool(t, newClient(t, ns.Connect(t), "tester"), "quiet", "echo", `{"message":"x"}`)
 	tr.none(t)
 }
+
+// TestAuditStopping stops the agent with one call running and one waiting
+// for the slot: the waiting call is refused as stopping, the running one
+// finishes, and each leaves its record, published before the publisher
+// closes.
+func TestAuditStopping(t *testing.T) {
+	ns := natstest.Start(t)
+	tr := followTrail(t, ns)
+	nc := ns.Connect(t)
+	pub := audit.NewPublisher(nc, audit.PublisherConfig{Logger: testLogger(t)})
+	b := newBlockingTool(t)
+	// A span processor tells when a handler begins to wait for the slot.
+	waits := make(chan struct{}, 4)
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(slotWaits{waits}))
+	t.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+	srv := newServer(t, server.Config{Identity: "narrow", MaxConcurrent: 1, Audit: pub, Tracer: sdk.Tracer("test")}, []tool.Tool{b})
+	startServer(t, srv, nc)
+	c := newClient(t, ns.Connect(t), "tester")
+
+	first := goCall(t, c, "narrow", "block", `{"id":"first"}`)
+	receive(t, b.entered, "the first call to enter")
+	receive(t, waits, "the first call's slot wait")
+	second := goCall(t, c, "narrow", "block", `{"id":"second"}`)
+	// The second call's handler waits for the slot the first one holds.
+	receive(t, waits, "the second call's slot wait")
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Stop(context.Background()) }()
+	if r := receive(t, second, "the refusal"); r.err != nil || !strings.Contains(r.reply.Output, "is stopping") {
+		t.Fatalf("second call: got %+v, %v, want the stopping refusal", r.reply, r.err)
+	}
+	close(b.release)
+	if r := receive(t, first, "the first reply"); r.err != nil || r.reply.IsError {
+		t.Fatalf("first call: got %+v, %v, want its result", r.reply, r.err)
+	}
+	if err := receive(t, stopped, "Stop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*audit.Record{}
+	for range 2 {
+		r, _ := tr.next(t)
+		got[r.Outcome.Result] = r
+	}
+	if r := got[audit.ResultRefused]; r == nil || r.Outcome.ErrorClass != "stopping" || string(r.Arguments) != `{"id":"second"}` {
+		t.Errorf("refused record: got %+v, want the second call refused as stopping", r)
+	}
+	if r := got[audit.ResultOK]; r == nil || string(r.Arguments) != `{"id":"first"}` {
+		t.Errorf("ok record: got %+v, want the first call", r)
+	}
+}
+
+// slotWaits is a span processor that signals each "slot wait" span as it
+// starts.
+type slotWaits struct{ ch chan<- struct{} }
+
+func (w slotWaits) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
+	if s.Name() == "slot wait" {
+		w.ch <- struct{}{}
+	}
+}
+func (slotWaits) OnEnd(sdktrace.ReadOnlySpan)      {}
+func (slotWaits) Shutdown(context.Context) error   { return nil }
+func (slotWaits) ForceFlush(context.Context) error { return nil }

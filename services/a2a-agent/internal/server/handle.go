@@ -72,8 +72,9 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "outcome", "unknown tool")
 		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
 		reply := &a2a.ToolReply{IsError: true, Output: s.unknownTool(req.Name)}
-		s.answer(r, req, reply)
+		// A refusal is recorded before it is answered (see refused).
 		s.audit(audit.SurfaceA2A, req, nil, refused(req, audit.ResultUnknownTool, classUnknownTool, reply.Output), arrived, span)
+		s.answer(r, req, reply)
 		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
@@ -107,8 +108,8 @@ func (s *Server) handleTool(r *natsbus.Request) {
 // refuseStopping answers a call that arrives once Stop has begun.
 func (s *Server) refuseStopping(r *natsbus.Request, req *a2a.ToolRequest, t tool.Tool, arrived time.Time, span trace.Span) {
 	reply := s.stoppingReply()
-	s.answer(r, req, reply)
 	s.audit(audit.SurfaceA2A, req, t, refused(req, audit.ResultRefused, classStopping, reply.Output), arrived, span)
+	s.answer(r, req, reply)
 	endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
 }
 

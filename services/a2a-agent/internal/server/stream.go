@@ -86,8 +86,8 @@ func (s *Server) handleStream(r *natsbus.Request) {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "stream", true, "outcome", "unknown tool")
 		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
 		reason := s.unknownTool(req.Name)
-		out.ack(false, reason)
 		s.audit(audit.SurfaceA2AStream, req, nil, refused(req, audit.ResultUnknownTool, classUnknownTool, reason), arrived, span)
+		out.ack(false, reason)
 		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
@@ -113,8 +113,8 @@ func (s *Server) handleStream(r *natsbus.Request) {
 // refuseStream answers a stream that arrives once Stop has begun.
 func (s *Server) refuseStream(out *streamOut, req *a2a.ToolRequest, t tool.Tool, arrived time.Time, span trace.Span) {
 	reason := s.stoppingReply().Output
-	out.ack(false, reason)
 	s.audit(audit.SurfaceA2AStream, req, t, refused(req, audit.ResultRefused, classStopping, reason), arrived, span)
+	out.ack(false, reason)
 	endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
 }
 
