@@ -105,6 +105,23 @@ func TestParse(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "audit tail with defaults", args: []string{"audit", "tail"}, wantCmd: "audit tail",
+			check: func(t *testing.T, r *root) {
+				if r.Audit.Tail != (auditTailCmd{}) {
+					t.Errorf("audit tail: got %+v, want no flags set", r.Audit.Tail)
+				}
+			},
+		},
+		{
+			name: "audit tail of one identity as JSON", args: []string{"audit", "tail", "--identity", "demo", "--json", "--context", "ops"}, wantCmd: "audit tail",
+			check: func(t *testing.T, r *root) {
+				if want := (auditTailCmd{natsFlags: natsFlags{Context: "ops"}, Identity: "demo", JSON: true}); r.Audit.Tail != want {
+					t.Errorf("audit tail: got %+v, want %+v", r.Audit.Tail, want)
+				}
+			},
+		},
+		{name: "audit tail with identity and subject", args: []string{"audit", "tail", "--identity", "a", "--subject", "b"}, wantErr: "can't be used together"},
 		{name: "serve without config", args: []string{"serve"}, wantErr: "--config"},
 		{name: "serve with a missing config", args: []string{"serve", "--config", cfg + ".missing"}, wantErr: "agent.yaml.missing"},
 		{name: "unknown log format", args: []string{"--log-format", "xml", "discover", "demo"}, wantErr: "log-format"},
@@ -164,10 +181,20 @@ func TestServerConfig(t *testing.T) {
 			version: "",
 			want:    server.Config{Identity: "demo", Version: natsbus.ServiceVersion},
 		},
+		{
+			name: "audit.arguments: digest",
+			cfg: config.Config{Identity: "demo", ApplicationPath: "/bin/app", Audit: &config.Audit{Arguments: config.AuditArgumentsDigest},
+				Expose: config.Expose{Agent: config.Agent{A2A: &config.A2A{ServeTools: true}}}},
+			version: "1.2.3",
+			want:    server.Config{Identity: "demo", Version: "1.2.3", AuditDigestOnly: true},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := serverConfig(&tt.cfg, tt.version, nil)
+			if got.AuditDigestOnly != tt.want.AuditDigestOnly {
+				t.Errorf("audit digest only: got %t, want %t", got.AuditDigestOnly, tt.want.AuditDigestOnly)
+			}
 			if got.Identity != tt.want.Identity || got.Version != tt.want.Version || got.MaxConcurrent != tt.want.MaxConcurrent || got.Timeout != tt.want.Timeout {
 				t.Errorf("got identity %q version %q max %d timeout %s, want %q %q %d %s",
 					got.Identity, got.Version, got.MaxConcurrent, got.Timeout,

@@ -75,6 +75,7 @@ func serverConfig(cfg *config.Config, version string, log *slog.Logger) server.C
 		sc.Version = natsbus.ServiceVersion
 	}
 	sc.Metadata = map[string]string{"fiskfleet.application": cfg.ApplicationPath}
+	sc.AuditDigestOnly = cfg.AuditDigestOnly()
 	return sc
 }
 
@@ -112,7 +113,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	// error paths; a second Close is a no-op.
 	pub := audit.NewPublisher(nc, audit.PublisherConfig{Subject: cfg.AuditSubject(), Logger: log})
 	defer closeAudit(pub, c.DrainTimeout, cfg.Identity, log)
-	sc.Audit, sc.AuditDigestOnly = pub, cfg.AuditDigestOnly()
+	sc.Audit = pub
 	srv, err := server.New(sc, app.Tools())
 	if errors.Is(err, server.ErrNothingToServe) && len(app.Dropped) > 0 {
 		// Most often the filters left nothing: name the keys to fix.
