@@ -110,8 +110,10 @@ func (p *Publisher) enqueue(r *Record) string {
 // Close stops intake, publishes what is buffered and flushes the
 // connection, all within ctx. If ctx ends first, the records still
 // buffered are logged at error level instead and Close returns an error
-// wrapping [ErrUnpublished]. It is idempotent, and does not close the
-// connection.
+// wrapping [ErrUnpublished]; the goroutine then ends once the publish it
+// may be blocked in returns (the connection moves again or is closed).
+// A record published after Close is logged, not sent. Close is
+// idempotent, and does not close the connection.
 func (p *Publisher) Close(ctx context.Context) error {
 	if p == nil {
 		return nil
