@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
@@ -39,7 +40,10 @@ type Server struct {
 	// stopExpiry ends the idle-session expiry loop.
 	stopExpiry chan struct{}
 	// sem holds one token per running call, commands and built-ins alike.
-	sem       chan struct{}
+	sem chan struct{}
+	// shares holds each caller's own slots, when its policy role limits
+	// it (access.go).
+	shares    policy.Shares
 	approvals *approvals
 	// entries maps each served name to its entry. It is replaced whole,
 	// never modified, so a call reads it without a lock.
@@ -106,6 +110,8 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		// Tasks are served by the gateway, not by mcp-go's task
 		// machinery (see task.go); these hooks only advertise them.
 		server.WithHooks(taskHooks()),
+		// Each caller lists only what its policy grants (access.go).
+		server.WithToolFilter(s.visibleTools),
 	}
 	if cfg.Instructions != "" {
 		opts = append(opts, server.WithInstructions(cfg.Instructions))
