@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
@@ -112,6 +113,19 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		}
 	}
 
+	if err := checkPolicyContexts(cfg); err != nil {
+		return err
+	}
+	roles, err := connectRoles(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer roles.Close()
+	var remoteContext func(context.Context, string) (context.Context, error)
+	if roles != nil {
+		remoteContext = roles.remoteContext
+	}
+
 	srv, err := mcpserver.New(mcpserver.Config{
 		Identity:           cfg.Identity,
 		Version:            e.version,
@@ -127,6 +141,8 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		TaskRetention:      m.TaskRetention.Duration,
 		MaxTasks:           m.MaxTasks,
 		Resources:          resourcesIndex(cfg, idx),
+		Policy:             policy.New(m.Policy),
+		RemoteContext:      remoteContext,
 		Metrics:            metrics,
 		Tracer:             tp.Tracer(),
 		Checks:             checks,
