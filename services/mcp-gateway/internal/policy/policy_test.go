@@ -349,9 +349,9 @@ func TestGrantFields(t *testing.T) {
 		{name: "one role with a share", groups: []string{"dev"}, wantShare: 2},
 		{name: "one role without a share", groups: []string{"ops"}, wantShare: 0, wantApprove: true, wantContext: "ctx-ops"},
 		{name: "largest share of several", groups: []string{"dev", "batch"}, wantShare: 2},
-		{name: "a role without a share makes it unlimited", groups: []string{"dev", "batch", "auditor"}, wantShare: 0},
-		{name: "approve from any role", groups: []string{"audit", "ops"}, wantApprove: true, wantContext: "", wantErrIn: []string{"auditor", "ops", "nats_context", "expose.agent.mcp.policy"}},
-		{name: "different contexts conflict", groups: []string{"ops", "other"}, wantApprove: true, wantErrIn: []string{"ops", "other", "nats_context", "expose.agent.mcp.policy"}},
+		{name: "a role without a share makes it unlimited", groups: []string{"dev", "batch", "audit"}, wantShare: 0},
+		{name: "a role with a context and one without conflict", groups: []string{"audit", "ops"}, wantApprove: true, wantErrIn: []string{"auditor, ops", "nats_context", "expose.agent.mcp.policy"}},
+		{name: "different contexts conflict", groups: []string{"ops", "other"}, wantApprove: true, wantErrIn: []string{"ops, other", "nats_context", "expose.agent.mcp.policy"}},
 		{name: "roles without a context use the gateway's", groups: []string{"dev", "audit"}, wantShare: 0},
 	}
 	for _, tt := range tests {
