@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
@@ -70,8 +71,25 @@ func (s *Server) takeShare(ctx context.Context, name string, rec *record) (func(
 	return release, nil
 }
 
-// visibleTools is mcp-go's tools/list filter: each caller sees only the
-// tools its grant allows.
+// hooks are the server's mcp-go hooks: tasks (task.go) and the policy's
+// narrowing of tools/list.
+func (s *Server) hooks() *server.Hooks {
+	h := &server.Hooks{}
+	// The policy runs first, so the task hook marks only what is shown.
+	h.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+		if res != nil {
+			res.Tools = s.visibleTools(ctx, res.Tools)
+		}
+	})
+	taskHooks(h)
+	return h
+}
+
+// visibleTools narrows a tools/list answer to what the caller's grant
+// allows. It is a hook on the answer, not an mcp-go tool filter: such a
+// filter also runs on tools/call and answers a hidden tool with the
+// protocol's "not found" error, where a caller should be told in-band
+// that the policy refuses it ([Server.admit]).
 func (s *Server) visibleTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	_, g := s.grant(ctx)
 	if g.Everything() {

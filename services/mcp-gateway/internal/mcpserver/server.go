@@ -109,9 +109,10 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		server.WithRecovery(),
 		// Tasks are served by the gateway, not by mcp-go's task
 		// machinery (see task.go); these hooks only advertise them.
-		server.WithHooks(taskHooks()),
-		// Each caller lists only what its policy grants (access.go).
-		server.WithToolFilter(s.visibleTools),
+		// Tasks are advertised, and each caller lists only what its
+		// policy grants (access.go), through one set of hooks: a second
+		// WithHooks would replace the first.
+		server.WithHooks(s.hooks()),
 	}
 	if cfg.Instructions != "" {
 		opts = append(opts, server.WithInstructions(cfg.Instructions))

@@ -77,7 +77,15 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 			return
 		case r.Method == http.MethodPost && msg.Method == "":
 			// A response to a server request, which mcp-go matches by
-			// session itself (and a ping answer needs none).
+			// session itself (and a ping answer needs none). It must
+			// come from the session's owner: an answer is what approves
+			// a gated call, and mcp-go numbers its requests from 1, so
+			// anyone holding a leaked session id could otherwise answer
+			// another caller's approval form.
+			if id != "" && !s.sessions.owns(id, subjectOf(r)) {
+				http.Error(w, "session not found: it was deleted, expired or never issued; send initialize to start a new one", http.StatusNotFound)
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		case id == "":

@@ -118,6 +118,14 @@ func (s *sessions) bind(id, subject string) {
 	}
 }
 
+// owns reports whether id is live and owned by subject.
+func (s *sessions) owns(id, subject string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.live[id]
+	return e != nil && e.owner == subject
+}
+
 // begin records a request of id by subject starting, reporting false for
 // an id that is not live or is owned by another subject: to a caller that
 // did not open it, a session does not exist. Every true must be followed

@@ -23,7 +23,7 @@ func waiters(s *Shares, subject string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sh := s.held[subject]; sh != nil {
-		return sh.refs
+		return sh.running + len(sh.waiting)
 	}
 	return 0
 }
