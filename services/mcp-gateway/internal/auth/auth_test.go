@@ -528,25 +528,41 @@ func TestIssuerDown(t *testing.T) {
 }
 
 func TestIssuerDownAtStart(t *testing.T) {
-	p := oidctest.Start(t, oidctest.Config{Users: users})
-	p.Stop()
-	g := startGateway(t, p, nil, nil)
-	token := p.Mint(g.valid())
-	status, challenge, _ := g.call(t, "Bearer "+token)
-	if status != http.StatusUnauthorized || !strings.Contains(challenge, auth.ErrUnavailable.Error()) {
-		t.Errorf("before discovery: got %d %s, want 401 naming %q", status, challenge, auth.ErrUnavailable)
+	tests := []struct {
+		name    string
+		jwksURL bool
+	}{
+		{"discovery", false},
+		{"jwks_url configured", true},
 	}
-	p.Start()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		status, _, _ := g.call(t, "Bearer "+token)
-		if status == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d 10s after the issuer came back, want 200; logs:\n%s", status, g.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := oidctest.Start(t, oidctest.Config{Users: users})
+			p.Stop()
+			g := startGateway(t, p, func(c *auth.Config) {
+				if tt.jwksURL {
+					c.Auth.JWKSURL = p.JWKSURL()
+				}
+			}, nil)
+			token := p.Mint(g.valid())
+			status, challenge, _ := g.call(t, "Bearer "+token)
+			if status != http.StatusUnauthorized || !strings.Contains(challenge, auth.ErrUnavailable.Error()) {
+				t.Errorf("before the issuer is up: got %d %s, want 401 naming %q", status, challenge, auth.ErrUnavailable)
+			}
+			p.Start()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				status, _, _ := g.call(t, "Bearer "+token)
+				if status == http.StatusOK {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("got %d 10s after the issuer came up, want 200; logs:\n%s", status, g.logs)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
 }
 

@@ -241,31 +241,56 @@ func (v *Verifier) discoverLoop() {
 	}
 }
 
-// discover finds the key set URL and makes its cache. The first fetch of
-// the key set may fail: the cache then fills on the first token's unknown
-// kid.
-func (v *Verifier) discover(ctx context.Context) (*keySource, error) {
+// discover finds the key set URL and fetches the key set into a cache
+// that refetches it on schedule and on unknown kids. An attempt whose
+// first fetch of the key set fails (or finds no key) fails as a whole and
+// leaves nothing running, so being discovered means having keys.
+func (v *Verifier) discover(ctx context.Context) (_ *keySource, err error) {
 	jwksURL := v.cfg.Auth.JWKSURL
 	if jwksURL == "" {
-		var err error
 		if jwksURL, err = v.fetchJWKSURL(ctx); err != nil {
 			return nil, err
 		}
 	}
+	// The cache's refresh goroutine lives as long as this context: the
+	// verifier's, unless this attempt fails.
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+	}()
+	// The first fetch runs inside NewStorageFromHTTP, which reports its
+	// failure only to the handler: catch it there, log the later ones.
+	var (
+		fetched  atomic.Bool
+		firstErr atomic.Pointer[error]
+	)
 	cache := jwkset.NewMemoryStorage()
 	store, err := jwkset.NewStorageFromHTTP(jwksURL, jwkset.HTTPClientStorageOptions{
 		Client:                    v.cfg.HTTPClient,
-		Ctx:                       v.ctx,
+		Ctx:                       ctx,
 		HTTPTimeout:               fetchTimeout,
 		NoErrorReturnFirstHTTPReq: true,
 		RefreshInterval:           keyRefreshInterval,
 		RefreshErrorHandler: func(_ context.Context, err error) {
+			if !fetched.Load() {
+				firstErr.CompareAndSwap(nil, &err)
+				return
+			}
 			v.log.Warn("fetching the issuer's key set failed; the cached keys stay in use", "jwks_uri", jwksURL, "error", err)
 		},
 		Storage: cache,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: key set %s: %w", ErrDiscovery, jwksURL, err)
+	}
+	fetched.Store(true)
+	if p := firstErr.Load(); p != nil {
+		return nil, fmt.Errorf("%w: fetching the key set %s: %w", ErrDiscovery, jwksURL, *p)
+	}
+	if all, err := cache.KeyReadAll(ctx); err != nil || len(all) == 0 {
+		return nil, fmt.Errorf("%w: the key set %s holds no usable key", ErrDiscovery, jwksURL)
 	}
 	client, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
 		HTTPURLs: map[string]jwkset.Storage{jwksURL: store},
@@ -278,7 +303,7 @@ func (v *Verifier) discover(ctx context.Context) (*keySource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: key set %s: %w", ErrDiscovery, jwksURL, err)
 	}
-	kf, err := keyfunc.New(keyfunc.Options{Ctx: v.ctx, Storage: client})
+	kf, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: client})
 	if err != nil {
 		return nil, fmt.Errorf("%w: key set %s: %w", ErrDiscovery, jwksURL, err)
 	}
