@@ -21,7 +21,8 @@ type CodeFlow struct {
 	// Resource is the RFC 8707 resource parameter, sent on both the
 	// authorization and the token request; it becomes the token's aud.
 	Resource string
-	// Scopes are requested; empty means "openid".
+	// Scopes are requested; empty sends no scope parameter, and the
+	// provider grants "openid".
 	Scopes []string
 	// LoginHint names the user who logs in; empty means the first.
 	LoginHint string
@@ -33,9 +34,6 @@ type CodeFlow struct {
 // the automatic login, and redeems the code at the token endpoint.
 func (p *Provider) AuthorizationCode(tb testing.TB, flow CodeFlow) string {
 	tb.Helper()
-	if len(flow.Scopes) == 0 {
-		flow.Scopes = []string{"openid"}
-	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	var meta struct {
 		AuthorizationEndpoint string `json:"authorization_endpoint"`
@@ -66,10 +64,12 @@ func (p *Provider) AuthorizationCode(tb testing.TB, flow CodeFlow) string {
 		"response_type":         {"code"},
 		"client_id":             {reg.ClientID},
 		"redirect_uri":          {redirectURI},
-		"scope":                 {strings.Join(flow.Scopes, " ")},
 		"state":                 {randomID()},
 		"code_challenge":        {base64.RawURLEncoding.EncodeToString(sum[:])},
 		"code_challenge_method": {"S256"},
+	}
+	if len(flow.Scopes) > 0 {
+		q.Set("scope", strings.Join(flow.Scopes, " "))
 	}
 	if flow.Resource != "" {
 		q.Set("resource", flow.Resource)

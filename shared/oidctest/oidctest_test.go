@@ -108,9 +108,12 @@ func TestAuthorizationCode(t *testing.T) {
 		wantSub    string
 		wantGroups any
 		wantAud    any
+		wantScope  string
 	}{
-		{"default user", oidctest.CodeFlow{Resource: "http://127.0.0.1:9/mcp", Scopes: []string{"mcp:tools"}}, "alice", []any{"ops", "dev"}, []any{"http://127.0.0.1:9/mcp"}},
-		{"login hint", oidctest.CodeFlow{Resource: "http://127.0.0.1:9/mcp", LoginHint: "bob", Scopes: []string{"openid", "mcp:tools"}}, "bob", "readers", []any{"http://127.0.0.1:9/mcp"}},
+		{"default user", oidctest.CodeFlow{Resource: "http://127.0.0.1:9/mcp", Scopes: []string{"mcp:tools"}}, "alice", []any{"ops", "dev"}, []any{"http://127.0.0.1:9/mcp"}, "mcp:tools"},
+		{"login hint", oidctest.CodeFlow{Resource: "http://127.0.0.1:9/mcp", LoginHint: "bob", Scopes: []string{"openid", "mcp:tools"}}, "bob", "readers", []any{"http://127.0.0.1:9/mcp"}, "openid mcp:tools"},
+		{"no scope requested", oidctest.CodeFlow{Resource: "http://127.0.0.1:9/mcp"}, "alice", []any{"ops", "dev"}, []any{"http://127.0.0.1:9/mcp"}, "openid"},
+		{"offline_access dropped", oidctest.CodeFlow{Resource: "http://127.0.0.1:9/mcp", Scopes: []string{"offline_access", "mcp:tools"}}, "alice", []any{"ops", "dev"}, []any{"http://127.0.0.1:9/mcp"}, "mcp:tools"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,8 +130,8 @@ func TestAuthorizationCode(t *testing.T) {
 			if got := claims["aud"]; !equalJSON(got, tt.wantAud) {
 				t.Errorf("got aud %v, want %v", got, tt.wantAud)
 			}
-			if got, want := claims["scope"], strings.Join(tt.flow.Scopes, " "); got != want {
-				t.Errorf("got scope %v, want %v", got, want)
+			if got := claims["scope"]; got != tt.wantScope {
+				t.Errorf("got scope %v, want %v", got, tt.wantScope)
 			}
 			if claims["azp"] == nil || claims["azp"] != claims["client_id"] {
 				t.Errorf("got azp %v and client_id %v, want the same client id", claims["azp"], claims["client_id"])

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
 
@@ -115,6 +116,8 @@ func Start(tb testing.TB, cfg Config) *Provider {
 		CryptoKey:      cryptoKey,
 		CodeMethodS256: true,
 		AuthMethodPost: true,
+		// No offline_access: the provider issues no refresh tokens.
+		SupportedScopes: []string{oidc.ScopeOpenID, oidc.ScopeProfile, oidc.ScopeEmail},
 	}, p.store, op.StaticIssuer(p.issuer), op.WithAllowInsecure())
 	if err != nil {
 		ln.Close()
@@ -144,7 +147,7 @@ func (p *Provider) routes() http.Handler {
 	if base != "" {
 		opHandler = http.StripPrefix(base, opHandler)
 	}
-	mux.Handle(base+"/", withResource(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle(base+"/", withParams(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == base+"/keys" {
 			p.jwksHits.Add(1)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,12 +46,27 @@ func newStorage(p *Provider) *storage {
 // the storage methods op calls while serving it.
 type resourceKey struct{}
 
-// withResource puts the request's resource parameters in its context. op
-// ignores the parameter, and its storage only sees the context.
-func withResource(next http.Handler) http.Handler {
+// withParams adapts a request's parameters for op, which reads r.Form:
+// the RFC 8707 resource parameters go into the context (op ignores them,
+// and its storage only sees the context); an authorization request gets
+// scope "openid" when it names none (op refuses an empty scope, and an
+// MCP client asks for none when the resource advertises none), and loses
+// offline_access (the provider issues no refresh tokens).
+func withParams(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err == nil && len(r.Form["resource"]) > 0 {
-			r = r.WithContext(context.WithValue(r.Context(), resourceKey{}, r.Form["resource"]))
+		if err := r.ParseForm(); err != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if res := r.Form["resource"]; len(res) > 0 {
+			r = r.WithContext(context.WithValue(r.Context(), resourceKey{}, res))
+		}
+		if strings.HasSuffix(r.URL.Path, "/authorize") {
+			scopes := slices.DeleteFunc(strings.Fields(r.Form.Get("scope")), func(s string) bool { return s == oidc.ScopeOfflineAccess })
+			if len(scopes) == 0 {
+				scopes = []string{oidc.ScopeOpenID}
+			}
+			r.Form.Set("scope", strings.Join(scopes, " "))
 		}
 		next.ServeHTTP(w, r)
 	})
