@@ -257,6 +257,16 @@ func TestNoToken(t *testing.T) {
 			t.Errorf("Authorization %q: got body %q, want it to say %q", header, body, auth.ErrNoToken)
 		}
 	}
+	// A token anywhere but the Authorization header is no token.
+	token := p.Mint(g.valid())
+	resp, err := http.Post(g.resource+"?access_token="+token, "application/x-www-form-urlencoded", strings.NewReader("access_token="+token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || strings.Contains(got, "error=") {
+		t.Errorf("token in query and body: got %d %s, want 401 without error", resp.StatusCode, got)
+	}
 	if n := g.reached(); n != 0 {
 		t.Errorf("got %d requests through, want none", n)
 	}
