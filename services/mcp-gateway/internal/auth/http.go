@@ -73,7 +73,7 @@ func Static(next http.Handler, token string, authorize func(*Caller) error) http
 				return
 			}
 		}
-		serve(next, w, r, &Caller{Subject: StaticSubject}, authorize, nil)
+		serve(next, w, r, &Caller{Subject: StaticSubject, Static: true}, authorize, nil)
 	})
 }
 
