@@ -291,18 +291,19 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.Close()
 		return fmt.Errorf("%w on %s: %w", ErrListen, s.cfg.Address, err)
 	}
-	return s.serveListener(ctx, ln)
+	return s.ServeListener(ctx, ln)
 }
 
-// serveListener serves on ln until ctx ends. The listener is closed when it
-// returns.
+// ServeListener serves on ln, which the caller bound (to learn the
+// gateway's own URL before serving, say), until ctx ends, as
+// [Server.Serve] does. The listener is closed when it returns.
 //
 // http.Server.Shutdown neither cancels request contexts nor ends held-open
 // SSE streams, so a single Ctrl-C would wait on every attached client. The
 // connections' base context is therefore cancelled first, which unblocks
 // those streams (and interrupts running calls), then Shutdown gets
 // [ShutdownTimeout].
-func (s *Server) serveListener(ctx context.Context, ln net.Listener) error {
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	defer s.Close()
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
