@@ -99,6 +99,8 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 				}
 			}
 			switch {
+			case errors.Is(err, a2a.ErrPermission):
+				return tool.Failure(fmt.Sprintf("remote agent %s refused by NATS permissions (tool %s): %v", n.Host, n.Remote, err)), nil
 			case errors.Is(err, a2a.ErrAgentUnavailable):
 				return tool.Failure(fmt.Sprintf("remote agent %s is unavailable (tool %s): %v", n.Host, n.Remote, err)), nil
 			case err != nil:
