@@ -47,6 +47,6 @@ var (
 	// ErrPermission is a request the transport refused to carry for the
 	// caller's credentials: over NATS, a publish to the agent's subject
 	// (or to a stream's control subject) that the connection's user may
-	// not make. The request never reached the agent.
+	// not make. What was refused never reached the agent.
 	ErrPermission = errors.New("permission denied")
 )
