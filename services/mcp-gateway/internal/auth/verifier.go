@@ -143,6 +143,9 @@ type Verifier struct {
 	limiter *rate.Limiter
 	keys    atomic.Pointer[keySource] // nil until discovery succeeded
 	nudge   chan struct{}
+	// verified are the tokens that passed, so a session's repeated token
+	// is not checked again on every request (verified.go).
+	verified verified
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -214,6 +217,7 @@ func (v *Verifier) discoverLoop() {
 		ks, err := v.discover(v.ctx)
 		if err == nil {
 			v.keys.Store(ks)
+			v.verified.clear()
 			v.log.Info("issuer discovered", "issuer", v.cfg.Auth.Issuer, "jwks_uri", ks.jwksURL)
 			return
 		}
@@ -336,6 +340,10 @@ func (v *Verifier) verify(ctx context.Context, token string) (c *Caller, sub str
 		}
 		return nil, "", fmt.Errorf("%w: issuer %s has not been discovered", ErrUnavailable, v.cfg.Auth.Issuer)
 	}
+	now := time.Now()
+	if c, ok := v.verified.lookup(token, now); ok {
+		return c, c.Subject, nil
+	}
 	var keyErr error
 	claims := jwt.MapClaims{}
 	parsed, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
@@ -371,6 +379,9 @@ func (v *Verifier) verify(ctx context.Context, token string) (c *Caller, sub str
 	if missing := missingScopes(c.Scopes, v.cfg.Auth.Scopes); len(missing) > 0 {
 		return c, sub, fmt.Errorf("%w: token lacks %s", ErrScope, strings.Join(missing, " "))
 	}
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		v.verified.store(token, c, exp.Time, now)
+	}
 	return c, sub, nil
 }
 
@@ -382,8 +393,14 @@ func (v *Verifier) verify(ctx context.Context, token string) (c *Caller, sub str
 func (v *Verifier) lookupKey(ctx context.Context, ks *keySource, t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
 	if kid != "" {
-		if _, err := ks.cache.KeyRead(ctx, kid); errors.Is(err, jwkset.ErrKeyNotFound) && !v.limiter.Allow() {
-			return nil, fmt.Errorf("%w: kid %q (the key set was refetched less than %s ago)", ErrUnknownKey, kid, v.cfg.RefreshUnknownKIDEvery)
+		if _, err := ks.cache.KeyRead(ctx, kid); errors.Is(err, jwkset.ErrKeyNotFound) {
+			if !v.limiter.Allow() {
+				return nil, fmt.Errorf("%w: kid %q (the key set was refetched less than %s ago)", ErrUnknownKey, kid, v.cfg.RefreshUnknownKIDEvery)
+			}
+			// A new key is how a rotation shows: the refetch below may
+			// also withdraw keys, so tokens checked with the old set are
+			// checked again.
+			defer v.verified.clear()
 		}
 	}
 	key, err := ks.kf.KeyfuncCtx(ctx)(t)
