@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
+	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/oidctest"
 )
@@ -107,6 +108,28 @@ func rawMCP(tb testing.TB, mcpURL, token string, header map[string]string, body 
 		req.Header.Set(k, v)
 	}
 	return doRaw(tb, req)
+}
+
+// rawStatus sends a bodiless request to the gateway's /mcp and returns
+// its status without reading the answer, which for a GET that is let
+// through is an event stream that does not end.
+func rawStatus(tb testing.TB, method, mcpURL, token string, header map[string]string) int {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), method, mcpURL, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, mcpURL, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func rawGet(tb testing.TB, u string) rawResponse {
@@ -297,6 +320,18 @@ func TestOAuthGateway(t *testing.T) {
 				if r := rawMCP(t, gw.URL, bob, header, list); r.status != http.StatusNotFound {
 					t.Errorf("alice's session with bob's token: got status %d (%s), want 404", r.status, r.body)
 				}
+				// Nor may bob open its stream or end it.
+				for _, method := range []string{http.MethodGet, http.MethodDelete} {
+					if got := rawStatus(t, method, gw.URL, bob, header); got != http.StatusNotFound {
+						t.Errorf("%s of alice's session with bob's token: got status %d, want 404", method, got)
+					}
+				}
+				if r := rawMCP(t, gw.URL, alice, header, list); r.status != http.StatusOK {
+					t.Errorf("alice's session after bob's attempts: got status %d (%s), want 200", r.status, r.body)
+				}
+				if got := listNames(t, ca); !slices.Equal(got, wantAlice) {
+					t.Errorf("alice's client after bob's attempts: got tools %v, want %v", got, wantAlice)
+				}
 			})
 		})
 	}
@@ -316,6 +351,105 @@ func TestOAuthGateway(t *testing.T) {
 			if found := leakedParts(out, tok); len(found) > 0 {
 				t.Errorf("gateway log: got %s of %s's token in it, want none", strings.Join(found, ", "), name)
 			}
+		}
+	})
+}
+
+// TestOAuthExample serves examples/oauth.yaml as written, but for its
+// issuer, which becomes a provider running here under the same path: the
+// gateway names the configured resource (not its listen URL) in its
+// metadata and challenges, the metadata at the resource's path, accepts
+// tokens for that resource only with the required scope, and narrows each
+// caller's tools by the example's policy.
+func TestOAuthExample(t *testing.T) {
+	t.Parallel()
+	const (
+		example  = "examples/oauth.yaml"
+		issuer   = "https://login.example.com/realms/ops"
+		resource = "https://mcp.example.com/mcp"
+		scope    = "fiskfleet"
+	)
+	for _, mode := range []config.Mode{config.ModeMCP, config.ModeInfo} {
+		c, warnings, err := config.LoadFor(example, mode)
+		if err != nil {
+			t.Fatalf("loading %s for %s: %v", example, mode, err)
+		}
+		if len(warnings) > 0 {
+			t.Errorf("loading %s for %s: got warnings %v, want none", example, mode, warnings)
+		}
+		a := c.Expose.Agent.MCP.Auth
+		if a == nil || a.Issuer != issuer || a.Resource != resource || !slices.Equal(a.Scopes, []string{scope}) {
+			t.Fatalf("expose.agent.mcp.auth: got %+v, want issuer %s, resource %s, scopes [%s]", a, issuer, resource, scope)
+		}
+	}
+
+	op := oidctest.Start(t, oidctest.Config{Users: oauthUsers, IssuerPath: "/realms/ops"})
+	text, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fleettest.WriteFile(t, t.TempDir(), "oauth.yaml", strings.Replace(string(text), issuer, op.Issuer(), 1))
+	// application_path is a name: the demo app's directory goes first on
+	// PATH.
+	env := append(os.Environ(), "PATH="+filepath.Dir(fleettest.FiskDemo(t))+string(os.PathListSeparator)+os.Getenv("PATH"))
+	gw := startGateway(t, env, cfg)
+	waitReady(t, gw.URL)
+	base := strings.TrimSuffix(gw.URL, "/mcp")
+
+	r := rawGet(t, base+"/.well-known/oauth-protected-resource/mcp")
+	var doc struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+		ScopesSupported      []string `json:"scopes_supported"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &doc); err != nil || r.status != http.StatusOK {
+		t.Fatalf("metadata: got status %d %q (%v), want 200 and a document", r.status, r.body, err)
+	}
+	if doc.Resource != resource || !slices.Equal(doc.AuthorizationServers, []string{op.Issuer()}) || !slices.Equal(doc.ScopesSupported, []string{scope}) {
+		t.Errorf("metadata: got %+v, want resource %s, authorization_servers [%s], scopes_supported [%s]", doc, resource, op.Issuer(), scope)
+	}
+
+	tests := []struct {
+		name      string
+		flow      oidctest.CodeFlow
+		status    int    // of a raw initialize
+		challenge string // in WWW-Authenticate
+	}{
+		{"no scope", oidctest.CodeFlow{Resource: resource, LoginHint: "bob"}, http.StatusForbidden, `error="insufficient_scope"`},
+		{"the listen URL as resource", oidctest.CodeFlow{Resource: gw.URL, LoginHint: "bob", Scopes: []string{scope}}, http.StatusUnauthorized, `error="invalid_token"`},
+		{"resource and scope", oidctest.CodeFlow{Resource: resource, LoginHint: "bob", Scopes: []string{scope}}, http.StatusOK, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rawMCP(t, gw.URL, op.AuthorizationCode(t, tt.flow), nil, initializeBody)
+			if r.status != tt.status {
+				t.Fatalf("initialize: got status %d (%s), want %d", r.status, r.body, tt.status)
+			}
+			challenge := r.header.Get("WWW-Authenticate")
+			if tt.challenge == "" {
+				if challenge != "" {
+					t.Errorf("WWW-Authenticate: got %q, want none", challenge)
+				}
+				return
+			}
+			for _, want := range []string{tt.challenge, `scope="` + scope + `"`, `resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`} {
+				if !strings.Contains(challenge, want) {
+					t.Errorf("WWW-Authenticate: got %q, want %s in it", challenge, want)
+				}
+			}
+		})
+	}
+
+	t.Run("the policy", func(t *testing.T) {
+		alice := op.AuthorizationCode(t, oidctest.CodeFlow{Resource: resource, LoginHint: "alice", Scopes: []string{scope}})
+		bob := op.AuthorizationCode(t, oidctest.CodeFlow{Resource: resource, LoginHint: "bob", Scopes: []string{scope}})
+		wantBob := []string{"cluster_node_status", "deploy", "echo", "fail", "flood", "getenv", "restart", "sleep", "spawn", "ticker"}
+		wantAlice := slices.DeleteFunc(slices.Clone(wantBob), func(n string) bool { return n == "deploy" || n == "restart" })
+		if got := listNames(t, oauthClient(t, gw.URL, alice, nil)); !slices.Equal(got, wantAlice) {
+			t.Errorf("alice's tools/list: got %v, want %v", got, wantAlice)
+		}
+		if got := listNames(t, oauthClient(t, gw.URL, bob, nil)); !slices.Equal(got, wantBob) {
+			t.Errorf("bob's tools/list: got %v, want %v", got, wantBob)
 		}
 	})
 }
