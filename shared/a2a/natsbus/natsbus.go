@@ -137,11 +137,14 @@ func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Ro
 	if len(data) > a2a.MaxMessageSize {
 		return nil, fmt.Errorf("%w: request is %d bytes, the limit is %d", a2a.ErrTooLarge, len(data), a2a.MaxMessageSize)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
+	// One context of the call's own, whose cancel a refusal calls.
+	var cancel context.CancelFunc
+	if _, ok := ctx.Deadline(); ok {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
 		ctx, cancel = context.WithTimeout(ctx, t.timeout)
-		defer cancel()
 	}
+	defer cancel()
 	subject := Subject(identity, route)
 	if err := t.connected(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %s not sent: %w", a2a.ErrAgentUnavailable, subject, err)
@@ -151,12 +154,10 @@ func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Ro
 	// The trace context rides in the headers, never in the A2A body,
 	// whose schemas stay v1; an untraced call sends no header.
 	tracing.InjectNATS(ctx, req.Header)
-	ctx, refuse := context.WithCancelCause(ctx)
-	defer refuse(nil)
-	defer t.refusals.add(subject, refuse)()
+	id := t.refusals.add(subject, cancel)
 	msg, err := t.nc.RequestMsgWithContext(ctx, req)
-	if cause := context.Cause(ctx); err != nil && errors.Is(cause, a2a.ErrPermission) {
-		return nil, cause
+	if refused := t.refusals.remove(id); refused && err != nil {
+		return nil, refusedError(subject)
 	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):

@@ -24,7 +24,7 @@ func refusedError(subject string) error {
 
 // inflight is a transport's publishes that wait for an answer, by id.
 // Violations are rare, so a refusal scans them all, and a call costs one
-// map insert and one delete.
+// map insert and one delete, and no allocation of its own.
 type inflight struct {
 	mu    sync.Mutex
 	next  uint64
@@ -33,45 +33,51 @@ type inflight struct {
 
 type pendingPublish struct {
 	subject string
-	fail    func(error)
+	fail    func()
+	// refused is set once the server refused the subject; fail has
+	// then been called.
+	refused bool
 }
 
 // add registers a publish to subject, before it is sent so its refusal
-// cannot come first; fail is called at most once, with the refusal.
-// remove unregisters it.
-func (f *inflight) add(subject string, fail func(error)) (remove func()) {
+// cannot come first, and returns its id for [inflight.remove]. fail is
+// called at most once, when the server refuses the subject; the caller
+// makes the error with [refusedError].
+func (f *inflight) add(subject string, fail func()) uint64 {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.calls == nil {
 		f.calls = map[uint64]pendingPublish{}
 	}
 	f.next++
-	id := f.next
-	f.calls[id] = pendingPublish{subject: subject, fail: fail}
-	f.mu.Unlock()
-	return func() {
-		f.mu.Lock()
-		delete(f.calls, id)
-		f.mu.Unlock()
-	}
+	f.calls[f.next] = pendingPublish{subject: subject, fail: fail}
+	return f.next
 }
 
-// refused fails, and unregisters, every publish waiting on subject. It runs
-// on the connection's async callback goroutine and never blocks.
+// remove unregisters the publish id and reports whether the server
+// refused it.
+func (f *inflight) remove(id uint64) (refused bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls[id]
+	delete(f.calls, id)
+	return c.refused
+}
+
+// refused fails every publish waiting on subject. It runs on the
+// connection's async callback goroutine and never blocks.
 func (f *inflight) refused(subject string, _ error) {
-	var fails []func(error)
+	var fails []func()
 	f.mu.Lock()
 	for id, c := range f.calls {
-		if c.subject == subject {
+		if c.subject == subject && !c.refused {
+			c.refused = true
+			f.calls[id] = c
 			fails = append(fails, c.fail)
-			delete(f.calls, id)
 		}
 	}
 	f.mu.Unlock()
-	if len(fails) == 0 {
-		return
-	}
-	err := refusedError(subject)
 	for _, fail := range fails {
-		fail(err)
+		fail()
 	}
 }

@@ -91,10 +91,10 @@ type Stream struct {
 	queue []*nats.Msg
 	gone  bool
 	// refused is the server's refusal of a publish of the stream (its
-	// request or a cancel), and unwatch unregisters those publishes;
-	// guarded by mu.
+	// request or a cancel), and watched are those publishes' ids in the
+	// transport's refusals; guarded by mu.
 	refused error
-	unwatch []func()
+	watched []uint64
 	// ready has room for one wake-up: a delivery never blocks the shared
 	// subscription's goroutine, and a reader that finds it signalled
 	// looks at the queue again.
@@ -137,9 +137,9 @@ func (t *Transport) OpenStream(ctx context.Context, identity string, data []byte
 // watch registers a publish of the stream to subject, to be failed by its
 // refusal until the stream is closed.
 func (s *Stream) watch(subject string) {
-	remove := s.refusals.add(subject, s.refuse)
+	id := s.refusals.add(subject, func() { s.refuse(refusedError(subject)) })
 	s.mu.Lock()
-	s.unwatch = append(s.unwatch, remove)
+	s.watched = append(s.watched, id)
 	s.mu.Unlock()
 }
 
@@ -367,10 +367,10 @@ func (s *Stream) Close() {
 	s.mux.remove(s.token)
 	s.mu.Lock()
 	s.queue = nil
-	unwatch := s.unwatch
-	s.unwatch = nil
+	watched := s.watched
+	s.watched = nil
 	s.mu.Unlock()
-	for _, remove := range unwatch {
-		remove()
+	for _, id := range watched {
+		s.refusals.remove(id)
 	}
 }
