@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/oidctest"
@@ -570,28 +571,19 @@ func TestOAuthNoTokenPassthrough(t *testing.T) {
 	token := op.AuthorizationCode(t, oidctest.CodeFlow{Resource: gw.URL, LoginHint: "alice"})
 	c := oauthClient(t, gw.URL, token, nil)
 
-	tests := []struct {
+	type call struct {
 		name   string
 		args   map[string]any
 		output string // "" checks only for leaks
-	}{
+	}
+	tests := []call{
 		{name: "echo", args: map[string]any{"message": "local"}, output: "local\n"},
 		{name: "demo_echo", args: map[string]any{"message": "remote"}, output: "remote\n"},
 	}
 	// Where a careless gateway or agent would put a bearer token for a
-	// command to see.
+	// command to see (getenv's one input is the flag name).
 	for _, v := range []string{"AUTHORIZATION", "HTTP_AUTHORIZATION", "MCP_TOKEN", "TOKEN", "ACCESS_TOKEN", "BEARER_TOKEN"} {
-		tests = append(tests,
-			struct {
-				name   string
-				args   map[string]any
-				output string
-			}{name: "getenv", args: map[string]any{"name": v}},
-			struct {
-				name   string
-				args   map[string]any
-				output string
-			}{name: "demo_getenv", args: map[string]any{"name": v}})
+		tests = append(tests, call{name: "getenv", args: map[string]any{"name": v}}, call{name: "demo_getenv", args: map[string]any{"name": v}})
 	}
 	var outputs []string
 	for _, tt := range tests {
@@ -618,14 +610,20 @@ func TestOAuthNoTokenPassthrough(t *testing.T) {
 		if found := leakedParts(b.String(), token); len(found) > 0 {
 			t.Errorf("NATS message on %s: got %s of the token in it, want none:\n%s", m.Subject, strings.Join(found, ", "), b.String())
 		}
-		if strings.Contains(string(m.Data), `"demo_getenv"`) || strings.Contains(string(m.Data), `"getenv"`) {
+		if m.Subject == natsbus.ToolSubject("demo") || m.Subject == natsbus.StreamSubject("demo") {
 			remoteCalls++
 		}
 	}
-	// The recorder saw the traffic the test is about: the remote calls'
-	// requests went over this server.
-	if remoteCalls == 0 {
-		t.Errorf("NATS messages: got %d, none carrying a getenv call, want the remote calls recorded", len(msgs))
+	// The recorder saw the traffic the test is about: every remote call's
+	// request went over this server.
+	var want int
+	for _, tt := range tests {
+		if strings.HasPrefix(tt.name, "demo_") {
+			want++
+		}
+	}
+	if remoteCalls != want {
+		t.Errorf("NATS messages: got %d calls to demo among %d messages, want %d", remoteCalls, len(msgs), want)
 	}
 	t.Logf("checked %d NATS messages", len(msgs))
 
