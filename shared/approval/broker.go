@@ -246,7 +246,8 @@ func (b *Broker) confirm() error {
 // sooner. Request holds nothing but its goroutine while it waits.
 func (b *Broker) Request(ctx context.Context, p Pending) (Decision, error) {
 	if err := ctx.Err(); err != nil {
-		return Decision{}, fmt.Errorf("requesting approval: %w", context.Cause(ctx))
+		// Gone before asking: nothing was published.
+		return Decision{}, fmt.Errorf("%w: %w", ErrWithdrawn, context.Cause(ctx))
 	}
 	if len(p.Command) > MaxCommand {
 		return Decision{}, fmt.Errorf("%w: the command line is %d bytes, the limit is %d: an operator must see all of it", ErrInvalidRequest, len(p.Command), MaxCommand)

@@ -653,3 +653,19 @@ func TestNewBrokerRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestOfAGoneCaller asks for a caller already gone: nothing is
+// published, and the error says withdrawn.
+func TestRequestOfAGoneCaller(t *testing.T) {
+	ns := natstest.Start(t)
+	tp := newTap(t, ns)
+	b := newBroker(t, ns.Connect(t), Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := b.Request(ctx, deployCall()); !errors.Is(err, ErrWithdrawn) || !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want withdrawn, canceled", err)
+	}
+	if got := tp.count(KindEvent); got != 0 {
+		t.Errorf("events: got %d, want none", got)
+	}
+}

@@ -64,29 +64,25 @@
 // publish on their event subjects; callers (automation, other agents) get
 // neither, so they cannot approve their own calls whatever they claim. On
 // the gateway's page the approve: true roles of its policy decide, and the
-// gateway's own NATS user carries the answer. An example server
-// configuration, with agents, operators and callers as users, is
-// integration/examples/nats-server-approvals.conf:
+// gateway's own NATS user carries the answer. The example server
+// configuration integration/examples/nats-server-approvals.conf has agents,
+// the gateway, an operator and an automation account as users; the part
+// that decides is:
 //
-//	authorization {
-//	  users = [
-//	    # the agents: serve tools, take answers for their own requests
-//	    {user: agent, password: "...", permissions: {
-//	      publish:   ["choria.fisk-ai.approval.*.event.>", "_INBOX.>", "$SRV.>"]
-//	      subscribe: ["choria.fisk-ai.tool.>", "choria.fisk-ai.approval.list",
-//	                  "choria.fisk-ai.approval.*.list", "choria.fisk-ai.approval.*.answer.>", ...]
-//	    }}
-//	    # operators: list, watch and answer
-//	    {user: alice, password: "...", permissions: {
-//	      publish:   ["choria.fisk-ai.approval.list", "choria.fisk-ai.approval.*.list",
-//	                  "choria.fisk-ai.approval.*.answer.>"]
-//	      subscribe: ["choria.fisk-ai.approval.*.event.>", "_INBOX.>"]
-//	    }}
-//	    # automation: calls tools, may watch, may not answer
-//	    {user: ci, password: "...", permissions: {
-//	      publish:   ["choria.fisk-ai.tool.>", "choria.fisk-ai.stream.>", ...]
-//	      subscribe: ["_INBOX.>", "choria.fisk-ai.approval.*.event.>"]
-//	    }}
-//	  ]
-//	}
+//	# an operator: lists, watches and answers
+//	{user: alice, permissions: {
+//	  publish:   ["choria.fisk-ai.approval.list", "choria.fisk-ai.approval.*.list",
+//	              "choria.fisk-ai.approval.*.answer.>"]
+//	  subscribe: ["choria.fisk-ai.approval.*.event.>", "_INBOX.>"]
+//	}}
+//	# automation: calls tools, cannot list or answer whatever it claims
+//	{user: ci, permissions: {
+//	  publish:   ["choria.fisk-ai.tool.*", "choria.fisk-ai.stream.*"]
+//	  subscribe: ["_INBOX.>"]
+//	}}
+//
+// and the agents subscribe to choria.fisk-ai.approval.list,
+// choria.fisk-ai.approval.*.list and choria.fisk-ai.approval.*.answer.*,
+// and publish on choria.fisk-ai.approval.*.event.* and to the askers'
+// inboxes.
 package approval
