@@ -442,3 +442,67 @@ authorization {
 		t.Errorf("got %q by %q (NATS user %q), want approved by NATS user alice", d.Outcome, d.Approver, d.NATSUser)
 	}
 }
+
+func TestParseApprovals(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantCmd string
+		check   func(*testing.T, *root)
+		wantErr string
+	}{
+		{
+			name: "ls with defaults", args: []string{"approvals", "ls"}, wantCmd: "approvals ls",
+			check: func(t *testing.T, r *root) {
+				if c := r.Approvals.Ls; c.Wait != time.Second || c.Identity != "" || c.JSON || c.Context != "" {
+					t.Errorf("ls: got %+v, want a 1s wait over the whole fleet, as a table, in the selected context", c)
+				}
+			},
+		},
+		{
+			name: "approve with its flags", args: []string{"approvals", "approve", "abc", "--as", "alice", "--reason", "ok", "--identity", "demo", "--digest", "sha256:00", "--context", "prod"},
+			wantCmd: "approvals approve <id>",
+			check: func(t *testing.T, r *root) {
+				c := r.Approvals.Approve
+				if c.ID != "abc" || c.As != "alice" || c.Reason != "ok" || c.Identity != "demo" || c.Digest != "sha256:00" || c.Context != "prod" {
+					t.Errorf("approve: got %+v", c)
+				}
+			},
+		},
+		{
+			name: "the approver from the environment", args: []string{"approvals", "watch", "--json"}, env: map[string]string{"A2A_AGENT_APPROVER": "ops-team"},
+			wantCmd: "approvals watch",
+			check: func(t *testing.T, r *root) {
+				if c := r.Approvals.Watch; c.As != "ops-team" || !c.JSON {
+					t.Errorf("watch: got %+v, want approver ops-team, JSON", c)
+				}
+			},
+		},
+		{name: "deny without a reason", args: []string{"approvals", "deny", "abc"}, wantErr: "--reason"},
+		{name: "approve without an id", args: []string{"approvals", "approve"}, wantErr: "<id>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("NATS_CONTEXT", "")
+			t.Setenv("A2A_AGENT_APPROVER", "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			r, cmd, err := parse(t, tt.args...)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parse %v: got error %v, want one naming %q", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parse %v: %v", tt.args, err)
+			}
+			if cmd != tt.wantCmd {
+				t.Errorf("command: got %q, want %q", cmd, tt.wantCmd)
+			}
+			tt.check(t, r)
+		})
+	}
+}

@@ -72,6 +72,13 @@ func TestThreeInstances(t *testing.T) {
 		}
 	})
 
+	t.Run("find of an id nobody lists", func(t *testing.T) {
+		_, err := Find(t.Context(), op, "demo", "no-such-request", 300*time.Millisecond)
+		if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "identity demo") {
+			t.Errorf("got %v, want not found, naming the identity", err)
+		}
+	})
+
 	t.Run("an answer sent to another instance is unknown there", func(t *testing.T) {
 		misrouted := calls[0].req
 		misrouted.Instance = "i2"
