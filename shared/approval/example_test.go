@@ -1,7 +1,10 @@
 package approval_test
 
 import (
+	"context"
 	"fmt"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/fiskfleet/fiskfleet/shared/approval"
 )
@@ -45,4 +48,48 @@ func ExampleCaller_String() {
 	// alice@example.com (roles ops, deploy), client claude
 	// ci-bot/runner-1 (claimed), nats user automation
 	// unknown
+}
+
+// ExampleBroker shows the call path of a gated command in a serving
+// process: one broker for the process, and for each gated call a request
+// that waits, holding no slot, until an operator answers.
+func ExampleBroker() {
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	b, err := approval.NewBroker(nc, approval.Options{
+		Identity: "demo",
+		Instance: "host1-4242",
+		Config:   approval.Config{Operator: true, SelfApproval: false},
+		OnEvent: func(ev approval.Event, req approval.Request) {
+			// Write the audit record of the request or its decision here:
+			// ev.Type, req.Tool, req.Caller, ev.Decision, ev.Approver.
+		},
+	})
+	if err != nil {
+		return
+	}
+	defer b.Close()
+
+	// In the call's handler, before taking a concurrency slot:
+	ctx := context.Background()
+	d, err := b.Request(ctx, approval.Pending{
+		Tool:    "deploy",
+		Command: "app deploy --env prod",
+		Digest:  approval.Digest([]byte(`{"env":"prod"}`)),
+		Caller:  approval.Caller{Name: "ci-bot", Instance: "runner-1", Claimed: true},
+		Announced: func(r approval.Request) {
+			// Tell a streamed caller: "awaiting operator approval (id r.ID)".
+		},
+	})
+	switch {
+	case err != nil:
+		// Withdrawn (the caller went away) or the broker closed: run nothing.
+	case !d.Approved():
+		// Denied or expired: an in-band error naming d.Reason.
+	default:
+		// Approved by d.Approver: take the slot and run the command, once.
+	}
 }
