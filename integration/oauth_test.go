@@ -47,25 +47,41 @@ var oauthPolicy = map[string]any{"roles": map[string]any{
 // policyKey is what every refusal by the policy names.
 const policyKey = "expose.agent.mcp.policy"
 
-// startOAuthGatewayProcess starts `mcp-gateway serve` on the fiskdemo app
-// (and remote tools, when extra names them) that accepts the access tokens
-// of op, narrowed by policy when it is not nil.
-func startOAuthGatewayProcess(tb testing.TB, env []string, op *oidctest.Provider, policy map[string]any, natsContext string, extra map[string]any) *gatewayProcess {
+// oauthGateway is a gateway on the fiskdemo app that accepts the access
+// tokens of an [oidctest.Provider].
+type oauthGateway struct {
+	// auth adds keys to expose.agent.mcp.auth, whose issuer is the
+	// provider's.
+	auth map[string]any
+	// policy is expose.agent.mcp.policy; nil for none.
+	policy map[string]any
+	// natsContext is nats_context, for remote_tools in extra.
+	natsContext string
+	// extra adds top-level keys, such as remote_tools.
+	extra map[string]any
+}
+
+// start runs `mcp-gateway serve --port 0` on g in env and waits until it
+// is ready: it serves before it has the issuer's keys, and a token sent
+// before them would be refused.
+func (g oauthGateway) start(tb testing.TB, env []string, op *oidctest.Provider) *gatewayProcess {
 	tb.Helper()
-	mcpCfg := map[string]any{"auth": map[string]any{"issuer": op.Issuer()}}
-	if policy != nil {
-		mcpCfg["policy"] = policy
+	auth := map[string]any{"issuer": op.Issuer()}
+	for k, v := range g.auth {
+		auth[k] = v
+	}
+	mcpCfg := map[string]any{"auth": auth}
+	if g.policy != nil {
+		mcpCfg["policy"] = g.policy
 	}
 	cfg := fleettest.WriteAgentConfig(tb, fleettest.Agent{
 		Identity:        "gw",
 		ApplicationPath: fleettest.FiskDemo(tb),
-		NATSContext:     natsContext,
+		NATSContext:     g.natsContext,
 		MCP:             mcpCfg,
-		Extra:           extra,
+		Extra:           g.extra,
 	})
 	gw := startGateway(tb, env, cfg)
-	// The gateway serves before it has the issuer's keys; a token sent
-	// before them would be refused, so wait for its readiness check.
 	waitReady(tb, gw.URL)
 	return gw
 }
@@ -175,7 +191,7 @@ func oauthClient(tb testing.TB, mcpURL, token string, copts []client.ClientOptio
 func TestOAuthGateway(t *testing.T) {
 	t.Parallel()
 	op := oidctest.Start(t, oidctest.Config{Users: oauthUsers})
-	gw := startOAuthGatewayProcess(t, os.Environ(), op, oauthPolicy, "", nil)
+	gw := oauthGateway{policy: oauthPolicy}.start(t, os.Environ(), op)
 	base := strings.TrimSuffix(gw.URL, "/mcp")
 	wantMetadataURL := base + "/.well-known/oauth-protected-resource/mcp"
 
@@ -565,9 +581,10 @@ func TestOAuthNoTokenPassthrough(t *testing.T) {
 	rec := recordNATS(t, b.ns.Connect(t, nats.Name("recorder")))
 	agent := b.startAgents(t, 1, b.demoAgent(t, "demo", 2))[0]
 	op := oidctest.Start(t, oidctest.Config{Users: oauthUsers})
-	gw := startOAuthGatewayProcess(t, b.home.Env(), op, nil, fleetContext, map[string]any{
-		"remote_tools": []map[string]any{{"host": "demo"}},
-	})
+	gw := oauthGateway{
+		natsContext: fleetContext,
+		extra:       map[string]any{"remote_tools": []map[string]any{{"host": "demo"}}},
+	}.start(t, b.home.Env(), op)
 	token := op.AuthorizationCode(t, oidctest.CodeFlow{Resource: gw.URL, LoginHint: "alice"})
 	c := oauthClient(t, gw.URL, token, nil)
 
@@ -642,129 +659,166 @@ func TestOAuthNoTokenPassthrough(t *testing.T) {
 // tool call: 401, protected resource metadata, authorization server
 // metadata, dynamic client registration, authorization with PKCE and the
 // resource parameter through the provider's login, the token, then
-// initialize, tools/list and tools/call.
+// initialize, tools/list and tools/call. Once against a gateway with a
+// policy, logging in the user a login_hint names, once against one that
+// requires a scope, which the SDK must learn from the gateway and ask for.
 func TestTSClientOAuthFlow(t *testing.T) {
 	t.Parallel()
 	ts := findTSClient(t)
 	ts.script = filepath.Join(filepath.Dir(ts.script), "oauth.mjs")
-	op := oidctest.Start(t, oidctest.Config{Users: oauthUsers})
-	gw := startOAuthGatewayProcess(t, os.Environ(), op, oauthPolicy, "", nil)
-	metadataBefore := op.MetadataHits()
-
-	type request struct {
-		Method string `json:"method"`
-		URL    string `json:"url"`
-		Status int    `json:"status"`
-	}
-	var got struct {
-		ClientID         string         `json:"clientId"`
-		Registered       bool           `json:"registered"`
-		FirstConnect     string         `json:"firstConnect"`
-		AuthorizationURL string         `json:"authorizationURL"`
-		Hops             int            `json:"hops"`
-		ProtocolVersion  string         `json:"protocolVersion"`
-		Claims           map[string]any `json:"claims"`
-		TokenType        string         `json:"tokenType"`
-		Requests         []request      `json:"requests"`
-		Tools            []string       `json:"tools"`
-		Text             string         `json:"text"`
-		IsError          bool           `json:"isError"`
-	}
-	// bob is not the provider's first user: the login_hint the script
-	// adds to the authorization request picks him.
-	ts.run(t, os.Environ(), gw.URL, &got, "bob")
-	t.Logf("requests of the SDK (protocol version %s): %+v", got.ProtocolVersion, got.Requests)
-
-	if got.FirstConnect != "unauthorized" {
-		t.Errorf("first connect: got %q, want unauthorized (the SDK's UnauthorizedError)", got.FirstConnect)
-	}
-	issuer, _ := url.Parse(op.Issuer())
-	steps := []struct {
-		what   string
-		match  func(request) bool
-		status int
+	allTools := []string{"cluster_node_status", "deploy", "echo", "fail", "flood", "getenv", "restart", "sleep", "spawn", "ticker"}
+	tests := []struct {
+		name      string
+		gateway   oauthGateway
+		loginHint string // "" logs in the provider's first user
+		wantSub   string
+		wantScope string // in the authorization request and the token; "" for none
 	}{
-		{"the first request to /mcp", func(r request) bool { return r.URL == gw.URL }, http.StatusUnauthorized},
-		{"the protected resource metadata", func(r request) bool {
-			return r.Method == "GET" && strings.HasPrefix(r.URL, strings.TrimSuffix(gw.URL, "/mcp")+"/.well-known/oauth-protected-resource")
-		}, http.StatusOK},
-		{"the authorization server metadata", func(r request) bool {
-			return r.Method == "GET" && strings.HasPrefix(r.URL, "http://"+issuer.Host+"/.well-known/")
-		}, http.StatusOK},
-		{"the dynamic registration", func(r request) bool { return r.Method == "POST" && r.URL == op.Issuer()+"/register" }, http.StatusCreated},
-		{"the token request", func(r request) bool { return r.Method == "POST" && r.URL == op.Issuer()+"/oauth/token" }, http.StatusOK},
-		{"an authorized request to /mcp", func(r request) bool { return r.Method == "POST" && r.URL == gw.URL && r.Status == http.StatusOK }, http.StatusOK},
+		// bob is not the provider's first user: the login_hint the
+		// script adds to the authorization request picks him.
+		{name: "policy", gateway: oauthGateway{policy: oauthPolicy}, loginHint: "bob", wantSub: "bob"},
+		{name: "required scope", gateway: oauthGateway{auth: map[string]any{"scopes": []string{"fiskfleet"}}}, wantSub: "alice", wantScope: "fiskfleet"},
 	}
-	at := 0
-	for _, s := range steps {
-		i := slices.IndexFunc(got.Requests[at:], s.match)
-		if i < 0 {
-			t.Errorf("requests: got none for %s after request %d, want one (%+v)", s.what, at, got.Requests)
-			continue
-		}
-		if r := got.Requests[at+i]; r.Status != s.status {
-			t.Errorf("%s: got %s %s status %d, want %d", s.what, r.Method, r.URL, r.Status, s.status)
-		}
-		at += i + 1
-	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			op := oidctest.Start(t, oidctest.Config{Users: oauthUsers})
+			gw := tt.gateway.start(t, os.Environ(), op)
+			metadataBefore := op.MetadataHits()
+			got := runOAuthScript(t, ts, gw.URL, tt.loginHint)
 
-	if !got.Registered || got.ClientID == "" {
-		t.Errorf("registration: got registered %t with client id %q, want a registered client", got.Registered, got.ClientID)
+			if got.FirstConnect != "unauthorized" {
+				t.Errorf("first connect: got %q, want unauthorized (the SDK's UnauthorizedError)", got.FirstConnect)
+			}
+			issuer, _ := url.Parse(op.Issuer())
+			steps := []struct {
+				what   string
+				match  func(oauthRequest) bool
+				status int
+			}{
+				{"the first request to /mcp", func(r oauthRequest) bool { return r.URL == gw.URL }, http.StatusUnauthorized},
+				{"the protected resource metadata", func(r oauthRequest) bool {
+					return r.Method == "GET" && strings.HasPrefix(r.URL, strings.TrimSuffix(gw.URL, "/mcp")+"/.well-known/oauth-protected-resource")
+				}, http.StatusOK},
+				{"the authorization server metadata", func(r oauthRequest) bool {
+					return r.Method == "GET" && strings.HasPrefix(r.URL, "http://"+issuer.Host+"/.well-known/")
+				}, http.StatusOK},
+				{"the dynamic registration", func(r oauthRequest) bool { return r.Method == "POST" && r.URL == op.Issuer()+"/register" }, http.StatusCreated},
+				{"the token request", func(r oauthRequest) bool { return r.Method == "POST" && r.URL == op.Issuer()+"/oauth/token" }, http.StatusOK},
+				{"an authorized request to /mcp", func(r oauthRequest) bool { return r.Method == "POST" && r.URL == gw.URL && r.Status == http.StatusOK }, http.StatusOK},
+			}
+			at := 0
+			for _, s := range steps {
+				i := slices.IndexFunc(got.Requests[at:], s.match)
+				if i < 0 {
+					t.Errorf("requests: got none for %s after request %d, want one (%+v)", s.what, at, got.Requests)
+					continue
+				}
+				if r := got.Requests[at+i]; r.Status != s.status {
+					t.Errorf("%s: got %s %s status %d, want %d", s.what, r.Method, r.URL, r.Status, s.status)
+				}
+				at += i + 1
+			}
+
+			if !got.Registered || got.ClientID == "" {
+				t.Errorf("registration: got registered %t with client id %q, want a registered client", got.Registered, got.ClientID)
+			}
+			authz, err := url.Parse(got.AuthorizationURL)
+			if err != nil {
+				t.Fatalf("authorization URL %q: %v", got.AuthorizationURL, err)
+			}
+			q := authz.Query()
+			for k, want := range map[string]string{
+				"response_type":         "code",
+				"client_id":             got.ClientID,
+				"code_challenge_method": "S256",
+				"resource":              gw.URL,
+			} {
+				if q.Get(k) != want {
+					t.Errorf("authorization URL %s: got %s %q, want %q", got.AuthorizationURL, k, q.Get(k), want)
+				}
+			}
+			if len(q.Get("code_challenge")) != 43 {
+				t.Errorf("authorization URL: got code_challenge %q, want a base64url SHA-256 (43 characters)", q.Get("code_challenge"))
+			}
+			if tt.wantScope != "" && !slices.Contains(strings.Fields(q.Get("scope")), tt.wantScope) {
+				t.Errorf("authorization URL: got scope %q, want %s in it", q.Get("scope"), tt.wantScope)
+			}
+			if got.Hops < 2 {
+				t.Errorf("authorization: got %d redirects to the client, want several through the provider's login", got.Hops)
+			}
+			if !strings.EqualFold(got.TokenType, "bearer") {
+				t.Errorf("token type: got %q, want Bearer", got.TokenType)
+			}
+			// The provider issued the token to the client it registered,
+			// for the gateway, to the user who logged in.
+			for k, want := range map[string]any{"client_id": got.ClientID, "aud": gw.URL, "sub": tt.wantSub} {
+				v := got.Claims[k]
+				if list, ok := v.([]any); ok && len(list) == 1 {
+					v = list[0]
+				}
+				if v != want {
+					t.Errorf("token claim %s: got %v, want %v", k, got.Claims[k], want)
+				}
+			}
+			if scope, _ := got.Claims["scope"].(string); tt.wantScope != "" && !slices.Contains(strings.Fields(scope), tt.wantScope) {
+				t.Errorf("token claim scope: got %q, want %s in it", scope, tt.wantScope)
+			}
+			if op.MetadataHits() <= metadataBefore {
+				t.Errorf("provider metadata requests: got %d, want more than %d", op.MetadataHits(), metadataBefore)
+			}
+			if !slices.Equal(got.Tools, allTools) {
+				t.Errorf("tools/list: got %v, want %v", got.Tools, allTools)
+			}
+			var cr struct {
+				Output string `json:"output"`
+			}
+			if err := json.Unmarshal([]byte(got.Text), &cr); got.IsError || err != nil || cr.Output != "over oauth\n" {
+				t.Errorf("echo: got %q (isError %t), want a command result with output %q", got.Text, got.IsError, "over oauth\n")
+			}
+			if re := regexp.MustCompile(`tool call.*tool=echo.*sub=` + tt.wantSub); !re.MatchString(gw.Output()) {
+				t.Errorf("gateway log: got\n%s\nwant a line matching %s", gw.Output(), re)
+			}
+		})
 	}
-	authz, err := url.Parse(got.AuthorizationURL)
-	if err != nil {
-		t.Fatalf("authorization URL %q: %v", got.AuthorizationURL, err)
+}
+
+// oauthRequest is an HTTP request the TypeScript SDK made, as oauth.mjs
+// reports it.
+type oauthRequest struct {
+	Method string `json:"method"`
+	URL    string `json:"url"`
+	Status int    `json:"status"`
+}
+
+// oauthReport is what oauth.mjs prints.
+type oauthReport struct {
+	ClientID         string         `json:"clientId"`
+	Registered       bool           `json:"registered"`
+	FirstConnect     string         `json:"firstConnect"`
+	AuthorizationURL string         `json:"authorizationURL"`
+	Hops             int            `json:"hops"`
+	ProtocolVersion  string         `json:"protocolVersion"`
+	Claims           map[string]any `json:"claims"`
+	TokenType        string         `json:"tokenType"`
+	Requests         []oauthRequest `json:"requests"`
+	Tools            []string       `json:"tools"`
+	Text             string         `json:"text"`
+	IsError          bool           `json:"isError"`
+}
+
+// runOAuthScript runs oauth.mjs against the gateway at mcpURL, logging in
+// loginHint ("" for the provider's first user).
+func runOAuthScript(tb testing.TB, ts tsClient, mcpURL, loginHint string) oauthReport {
+	tb.Helper()
+	var got oauthReport
+	var args []string
+	if loginHint != "" {
+		args = append(args, loginHint)
 	}
-	q := authz.Query()
-	for k, want := range map[string]string{
-		"response_type":         "code",
-		"client_id":             got.ClientID,
-		"code_challenge_method": "S256",
-		"resource":              gw.URL,
-	} {
-		if q.Get(k) != want {
-			t.Errorf("authorization URL %s: got %s %q, want %q", got.AuthorizationURL, k, q.Get(k), want)
-		}
-	}
-	if len(q.Get("code_challenge")) != 43 {
-		t.Errorf("authorization URL: got code_challenge %q, want a base64url SHA-256 (43 characters)", q.Get("code_challenge"))
-	}
-	if got.Hops < 2 {
-		t.Errorf("authorization: got %d redirects to the client, want several through the provider's login", got.Hops)
-	}
-	if !strings.EqualFold(got.TokenType, "bearer") {
-		t.Errorf("token type: got %q, want Bearer", got.TokenType)
-	}
-	// The provider issued the token to the client it registered, for the
-	// gateway, to the user who logged in.
-	for k, want := range map[string]any{"client_id": got.ClientID, "aud": gw.URL, "sub": "bob"} {
-		v := got.Claims[k]
-		if list, ok := v.([]any); ok && len(list) == 1 {
-			v = list[0]
-		}
-		if v != want {
-			t.Errorf("token claim %s: got %v, want %v", k, got.Claims[k], want)
-		}
-	}
-	if op.MetadataHits() <= metadataBefore {
-		t.Errorf("provider metadata requests: got %d, want more than %d", op.MetadataHits(), metadataBefore)
-	}
-	wantTools := []string{"cluster_node_status", "deploy", "echo", "fail", "flood", "getenv", "restart", "sleep", "spawn", "ticker"}
-	if !slices.Equal(got.Tools, wantTools) {
-		t.Errorf("tools/list: got %v, want bob's (operators) %v", got.Tools, wantTools)
-	}
-	if got.IsError {
-		t.Errorf("echo: got isError %q, want a result", got.Text)
-	}
-	var cr struct {
-		Output string `json:"output"`
-	}
-	if err := json.Unmarshal([]byte(got.Text), &cr); err != nil || cr.Output != "over oauth\n" {
-		t.Errorf("echo: got %q, want a command result with output %q", got.Text, "over oauth\n")
-	}
-	if !regexp.MustCompile(`tool call.*tool=echo.*sub=bob`).MatchString(gw.Output()) {
-		t.Errorf("gateway log: got\n%s\nwant the echo call logged with sub=bob", gw.Output())
-	}
+	ts.run(tb, os.Environ(), mcpURL, &got, args...)
+	tb.Logf("requests of the SDK (protocol version %s): %+v", got.ProtocolVersion, got.Requests)
+	return got
 }
 
 // claudeCodeBin is where `make tools` installs Claude Code (the
@@ -829,7 +883,7 @@ func TestClaudeCodeWithToken(t *testing.T) {
 		t.Errorf("claude --version: got %q, want %s, the version `make tools` pins", v, claudeCodeVersion)
 	}
 	op := oidctest.Start(t, oidctest.Config{Users: append(slices.Clone(oauthUsers), oidctest.User{Subject: "mallory", Groups: []string{"dev"}})})
-	gw := startOAuthGatewayProcess(t, os.Environ(), op, oauthPolicy, "", nil)
+	gw := oauthGateway{policy: oauthPolicy}.start(t, os.Environ(), op)
 	server := regexp.QuoteMeta("demo: " + gw.URL + " (HTTP) - ")
 
 	tests := []struct {
