@@ -37,8 +37,8 @@ var oauthUsers = []oidctest.User{
 	{Subject: "carol", Groups: []string{"guest"}},
 }
 
-// oauthPolicy is expose.agent.mcp.policy of TestOAuthGateway: developers
-// read (tools tagged impact:ro), SREs operate everything.
+// oauthPolicy is the tests' expose.agent.mcp.policy: developers read
+// (tools tagged impact:ro), SREs operate everything.
 var oauthPolicy = map[string]any{"roles": map[string]any{
 	"readers":   map[string]any{"match": []string{"dev"}, "include": map[string]any{"tags": []string{"impact:ro"}}},
 	"operators": map[string]any{"match": []string{"sre"}},
@@ -90,8 +90,9 @@ func (g oauthGateway) start(tb testing.TB, env []string, op *oidctest.Provider) 
 func waitReady(tb testing.TB, mcpURL string) {
 	tb.Helper()
 	ready := strings.TrimSuffix(mcpURL, "/mcp") + "/readyz"
+	hc := &http.Client{Timeout: 2 * time.Second}
 	fisktest.WaitFor(tb, 10*time.Second, "the gateway to be ready at "+ready, func() bool {
-		resp, err := http.Get(ready)
+		resp, err := hc.Get(ready)
 		if err != nil {
 			return false
 		}
@@ -141,7 +142,7 @@ func rawStatus(tb testing.TB, method, mcpURL, token string, header map[string]st
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		tb.Fatalf("%s %s: %v", method, mcpURL, err)
 	}
