@@ -49,14 +49,11 @@ authorization {
 // one network hop away, against the seconds of the call's own deadline.
 const refusalBound = 500 * time.Millisecond
 
-// slowReply is how long the open agent takes over each answer, so that
-// permitted calls are in flight while refused ones fail.
-const slowReply = 300 * time.Millisecond
-
 // serveStreaming serves identity on nc as an agent whose card lists
-// streamed calls: a tool call is answered after slowReply, a streamed call
-// is acked by instance i1 and, unless hold is set, answered after slowReply.
-func serveStreaming(t *testing.T, nc *nats.Conn, identity string, hold bool) {
+// streamed calls: a tool call is answered once release is closed, a
+// streamed call is acked by instance i1 at once and, unless hold is set,
+// answered once release is closed.
+func serveStreaming(t *testing.T, nc *nats.Conn, identity string, release <-chan struct{}, hold bool) {
 	t.Helper()
 	self := a2a.Participant{Name: identity, Instance: "i1"}
 	card := a2a.AgentCard{Name: identity, Version: "1", Protocols: []string{a2a.ProtocolToolRequest, a2a.ProtocolEvent},
@@ -90,7 +87,7 @@ func serveStreaming(t *testing.T, nc *nats.Conn, identity string, hold bool) {
 				return
 			}
 			go func() {
-				time.Sleep(slowReply)
+				<-release
 				_ = r.Reply(reply(req, 0))
 			}()
 		},
@@ -115,7 +112,7 @@ func serveStreaming(t *testing.T, nc *nats.Conn, identity string, hold bool) {
 				return
 			}
 			go func() {
-				time.Sleep(slowReply)
+				<-release
 				_ = r.Send(reply(req, 2))
 			}()
 		},
@@ -131,16 +128,18 @@ func serveStreaming(t *testing.T, nc *nats.Conn, identity string, hold bool) {
 // connection of that user, at the same time and many times over: streamed
 // and unary calls of secret fail within refusalBound with
 // [a2a.ErrPermission] naming the refused subject, where they used to wait
-// out their deadline; the same calls of open, in flight meanwhile, succeed;
+// out their deadline; the same calls of open, whose agent answers only
+// once every refusal is in, so that they are in flight meanwhile, succeed;
 // and a streamed call of nocancel whose caller gives up fails as soon as
 // its cancel is refused, rather than after three heartbeats.
 func TestRefusedPublishFailsAtOnce(t *testing.T) {
 	ns := natstest.StartFromConfig(t, refusedConf)
 	agent := ns.Connect(t, nats.UserInfo("agent", "agent-pw"))
-	for _, id := range []string{"open", "secret"} {
-		serveStreaming(t, agent, id, false)
-	}
-	serveStreaming(t, agent, "nocancel", true)
+	release, now := make(chan struct{}), make(chan struct{})
+	close(now)
+	serveStreaming(t, agent, "open", release, false)
+	serveStreaming(t, agent, "secret", now, false)
+	serveStreaming(t, agent, "nocancel", now, true)
 	if err := agent.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -181,16 +180,16 @@ func TestRefusedPublishFailsAtOnce(t *testing.T) {
 	}
 
 	const rounds = 8
-	var wg sync.WaitGroup
+	var wg, refusals sync.WaitGroup
 	for range rounds {
-		wg.Go(func() {
+		refusals.Go(func() {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			start := time.Now()
 			_, err := c.StreamTool(ctx, "secret", "echo", nil, nil)
 			refused("streamed call of secret", time.Since(start), err, natsbus.StreamSubject("secret"))
 		})
-		wg.Go(func() {
+		refusals.Go(func() {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			start := time.Now()
@@ -200,8 +199,7 @@ func TestRefusedPublishFailsAtOnce(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			var out strings.Builder
-			reply, err := c.StreamTool(ctx, "open", "echo", nil, func(s string) { out.WriteString(s) })
+			reply, err := c.StreamTool(ctx, "open", "echo", nil, nil)
 			allowed("streamed call of open", reply, err)
 		})
 		wg.Go(func() {
@@ -210,7 +208,7 @@ func TestRefusedPublishFailsAtOnce(t *testing.T) {
 			reply, err := c.CallTool(ctx, "open", "echo", nil)
 			allowed("unary call of open", reply, err)
 		})
-		wg.Go(func() {
+		refusals.Go(func() {
 			// The agent acks and holds the call; the caller gives up, and
 			// its cancel is refused.
 			const giveUp = 200 * time.Millisecond
@@ -221,6 +219,8 @@ func TestRefusedPublishFailsAtOnce(t *testing.T) {
 			refused("cancel of a streamed call of nocancel", time.Since(start)-giveUp, err, natsbus.ControlSubject("nocancel", "i1"))
 		})
 	}
+	refusals.Wait()
+	close(release)
 	wg.Wait()
 
 	for _, subject := range []string{natsbus.StreamSubject("secret"), natsbus.ToolSubject("secret"), natsbus.ControlSubject("nocancel", "i1")} {
