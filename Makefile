@@ -57,8 +57,8 @@ build:
 # Claude Code (TestClaudeCodeWithToken), whose npm package ships its native
 # binary (about 400 MB) in a platform package an install script links in.
 # Each is skipped when its pinned version is already installed. The `node`
-# package fetches the Node binary in an install script, which package.json
-# approves (allowScripts) so npm neither warns about nor blocks it.
+# and Claude Code packages run install scripts, which package.json approves
+# (allowScripts) so npm neither warns about nor blocks them.
 tools: CLAUDE_CODE_VERSION := 2.1.332
 tools: CLAUDE_CODE := $(NPM_DIR)/node_modules/.bin/claude
 tools:
@@ -83,6 +83,7 @@ tools:
 	}
 	@DISABLE_AUTOUPDATER=1 $(CLAUDE_CODE) --version 2>/dev/null | grep -q '^$(CLAUDE_CODE_VERSION) ' || { \
 		echo "== npm install @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) into $(NPM_DIR)"; \
+		npm pkg set --prefix $(NPM_DIR) --json 'allowScripts[@anthropic-ai/claude-code]=true' && \
 		npm install --prefix $(NPM_DIR) --save-exact --ignore-scripts=false --no-audit --no-fund --loglevel=error \
 			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) && \
 		DISABLE_AUTOUPDATER=1 $(CLAUDE_CODE) --version 2>/dev/null | grep -q '^$(CLAUDE_CODE_VERSION) ' || { \
