@@ -193,10 +193,10 @@ type benchReport struct {
 	// MCPOAuthCall is the same local call through a gateway that checks
 	// an OAuth access token on every request (expose.agent.mcp.auth), and
 	// its ratio over mcp_call of the same run (goal: within 1.05 at p50).
-	MCPOAuthCallP50      float64 `json:"mcp_oauth_call_p50_us"`
-	MCPOAuthCallP99      float64 `json:"mcp_oauth_call_p99_us"`
-	MCPOAuthOverMCPP50   float64 `json:"mcp_oauth_over_mcp_call_p50"`
-	MCPOAuthOverMCPP99   float64 `json:"mcp_oauth_over_mcp_call_p99"`
+	MCPOAuthCallP50    float64 `json:"mcp_oauth_call_p50_us"`
+	MCPOAuthCallP99    float64 `json:"mcp_oauth_call_p99_us"`
+	MCPOAuthOverMCPP50 float64 `json:"mcp_oauth_over_mcp_call_p50"`
+	MCPOAuthOverMCPP99 float64 `json:"mcp_oauth_over_mcp_call_p99"`
 
 	MCPRemoteCallP50      float64 `json:"mcp_remote_call_p50_us"`
 	MCPRemoteCallP99      float64 `json:"mcp_remote_call_p99_us"`
