@@ -660,9 +660,10 @@ func TestOAuthNoTokenPassthrough(t *testing.T) {
 // tool call: 401, protected resource metadata, authorization server
 // metadata, dynamic client registration, authorization with PKCE and the
 // resource parameter through the provider's login, the token, then
-// initialize, tools/list and tools/call. Once against a gateway with a
-// policy, logging in the user a login_hint names, once against one that
-// requires a scope, which the SDK must learn from the gateway and ask for.
+// initialize, tools/list and tools/call. Against a gateway with a policy,
+// logging in the user a login_hint names; against one that requires a
+// scope, which the SDK must learn from the gateway and ask for; and as a
+// caller the policy refuses, whom the SDK must tell so.
 func TestTSClientOAuthFlow(t *testing.T) {
 	t.Parallel()
 	ts := findTSClient(t)
@@ -674,11 +675,15 @@ func TestTSClientOAuthFlow(t *testing.T) {
 		loginHint string // "" logs in the provider's first user
 		wantSub   string
 		wantScope string // in the authorization request and the token; "" for none
+		// refused is a caller the policy refuses: the flow succeeds, and
+		// the SDK reports the gateway's 403.
+		refused bool
 	}{
 		// bob is not the provider's first user: the login_hint the
 		// script adds to the authorization request picks him.
 		{name: "policy", gateway: oauthGateway{policy: oauthPolicy}, loginHint: "bob", wantSub: "bob"},
 		{name: "required scope", gateway: oauthGateway{auth: map[string]any{"scopes": []string{"fiskfleet"}}}, wantSub: "alice", wantScope: "fiskfleet"},
+		{name: "a caller in no role", gateway: oauthGateway{policy: oauthPolicy}, loginHint: "carol", wantSub: "carol", refused: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -688,6 +693,10 @@ func TestTSClientOAuthFlow(t *testing.T) {
 			metadataBefore := op.MetadataHits()
 			got := runOAuthScript(t, ts, gw.URL, tt.loginHint)
 
+			lastStatus := http.StatusOK
+			if tt.refused {
+				lastStatus = http.StatusForbidden
+			}
 			if got.FirstConnect != "unauthorized" {
 				t.Errorf("first connect: got %q, want unauthorized (the SDK's UnauthorizedError)", got.FirstConnect)
 			}
@@ -706,7 +715,9 @@ func TestTSClientOAuthFlow(t *testing.T) {
 				}, http.StatusOK},
 				{"the dynamic registration", func(r oauthRequest) bool { return r.Method == "POST" && r.URL == op.Issuer()+"/register" }, http.StatusCreated},
 				{"the token request", func(r oauthRequest) bool { return r.Method == "POST" && r.URL == op.Issuer()+"/oauth/token" }, http.StatusOK},
-				{"an authorized request to /mcp", func(r oauthRequest) bool { return r.Method == "POST" && r.URL == gw.URL && r.Status == http.StatusOK }, http.StatusOK},
+				{"a request to /mcp with the token", func(r oauthRequest) bool {
+					return r.Method == "POST" && r.URL == gw.URL && r.Status != http.StatusUnauthorized
+				}, lastStatus},
 			}
 			at := 0
 			for _, s := range steps {
@@ -768,6 +779,16 @@ func TestTSClientOAuthFlow(t *testing.T) {
 			if op.MetadataHits() <= metadataBefore {
 				t.Errorf("provider metadata requests: got %d, want more than %d", op.MetadataHits(), metadataBefore)
 			}
+			if tt.refused {
+				// The 403 itself is in the requests checked above.
+				if !strings.Contains(got.ConnectError, policyKey) {
+					t.Errorf("the SDK's error: got %q, want the gateway's refusal naming %s", got.ConnectError, policyKey)
+				}
+				return
+			}
+			if got.ConnectError != "" {
+				t.Fatalf("connecting with the token: got %q, want a connection", got.ConnectError)
+			}
 			if !slices.Equal(got.Tools, allTools) {
 				t.Errorf("tools/list: got %v, want %v", got.Tools, allTools)
 			}
@@ -806,6 +827,7 @@ type oauthReport struct {
 	Tools            []string       `json:"tools"`
 	Text             string         `json:"text"`
 	IsError          bool           `json:"isError"`
+	ConnectError     string         `json:"connectError"`
 }
 
 // runOAuthScript runs oauth.mjs against the gateway at mcpURL, logging in

@@ -15,7 +15,9 @@
 // automatic login (login_hint, when given, names the user, as a user
 // typing their name would) until one reaches the redirect URI with a code.
 // Then transport.finishAuth(code) redeems it, and a new connection with
-// the same provider initializes, lists tools and calls echo.
+// the same provider initializes, lists tools and calls echo; when that
+// connection is refused (a caller in no role of the policy), the report
+// carries the SDK's error as connectError instead.
 //
 // Every HTTP request the SDK makes goes through a recording fetch, so the
 // report lists them in order with their status. The token itself is never
@@ -122,25 +124,32 @@ try {
   if (!provider.code) throw new Error(`no authorization code after the first connect (${firstConnect})`);
   await t1.finishAuth(provider.code);
 
-  const client = new Client({ name: 'oauth.mjs', version: '0' });
-  const t2 = transport();
-  await client.connect(t2);
-  const tools = (await client.listTools()).tools.map((t) => t.name).sort();
-  const res = await client.callTool({ name: 'echo', arguments: { message: 'over oauth' } });
   const out = {
     clientId: provider.info?.client_id,
     registered: provider.registered,
     firstConnect,
     authorizationURL: provider.authorizationURL,
     hops: provider.hops,
-    protocolVersion: t2.protocolVersion,
     tokenType: provider.tok?.token_type,
     claims: claimsOf(provider.tok.access_token),
     requests,
-    tools,
-    text: text(res),
-    isError: res.isError === true,
   };
+  const client = new Client({ name: 'oauth.mjs', version: '0' });
+  const t2 = transport();
+  try {
+    await client.connect(t2);
+  } catch (err) {
+    // The token was issued but the gateway refuses its caller (403 of
+    // the policy): what the SDK tells its user.
+    out.connectError = String(err?.message ?? err);
+    process.stdout.write(JSON.stringify(out) + '\n');
+    process.exit(0);
+  }
+  out.protocolVersion = t2.protocolVersion;
+  out.tools = (await client.listTools()).tools.map((t) => t.name).sort();
+  const res = await client.callTool({ name: 'echo', arguments: { message: 'over oauth' } });
+  out.text = text(res);
+  out.isError = res.isError === true;
   process.stdout.write(JSON.stringify(out) + '\n');
   await client.close();
   process.exit(0);
