@@ -53,10 +53,14 @@ build:
 	CGO_ENABLED=0 go build -o bin/fiskdemo ./integration/fiskdemo
 
 # tools installs the real programs the tests drive: the nats CLI (natscli
-# v0.5.0), and Node with the MCP conformance suite (TestMCPConformance).
+# v0.5.0), Node with the MCP conformance suite (TestMCPConformance), and
+# Claude Code (TestClaudeCodeWithToken), whose npm package ships its native
+# binary (about 400 MB) in a platform package an install script links in.
 # Each is skipped when its pinned version is already installed. The `node`
-# package fetches the Node binary in an install script, which package.json
-# approves (allowScripts) so npm neither warns about nor blocks it.
+# and Claude Code packages run install scripts, which package.json approves
+# (allowScripts) so npm neither warns about nor blocks them.
+tools: CLAUDE_CODE_VERSION := 2.1.332
+tools: CLAUDE_CODE := $(NPM_DIR)/node_modules/.bin/claude
 tools:
 	@test -x $(GOBIN)/nats && $(GOBIN)/nats --version 2>&1 | grep -q '0.5.0' || go install $(NATSCLI)
 	@$(NPM_NODE) --version 2>/dev/null | grep -qx 'v$(NODE_VERSION)' && \
@@ -76,6 +80,14 @@ tools:
 			@modelcontextprotocol/sdk@$(MCP_SDK_VERSION) && \
 		grep -qs '"version": "$(MCP_SDK_VERSION)"' $(MCP_SDK)/package.json || { \
 			echo "make tools: $(MCP_SDK) is not version $(MCP_SDK_VERSION): check npm's output above"; exit 1; }; \
+	}
+	@DISABLE_AUTOUPDATER=1 $(CLAUDE_CODE) --version 2>/dev/null | grep -q '^$(CLAUDE_CODE_VERSION) ' || { \
+		echo "== npm install @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) into $(NPM_DIR)"; \
+		npm pkg set --prefix $(NPM_DIR) --json 'allowScripts[@anthropic-ai/claude-code]=true' && \
+		npm install --prefix $(NPM_DIR) --save-exact --ignore-scripts=false --no-audit --no-fund --loglevel=error \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) && \
+		DISABLE_AUTOUPDATER=1 $(CLAUDE_CODE) --version 2>/dev/null | grep -q '^$(CLAUDE_CODE_VERSION) ' || { \
+			echo "make tools: $(CLAUDE_CODE) is not Claude Code $(CLAUDE_CODE_VERSION): check npm's output above"; exit 1; }; \
 	}
 
 test: tools

@@ -36,12 +36,14 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
+	"github.com/fiskfleet/fiskfleet/shared/oidctest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -187,6 +189,14 @@ type benchReport struct {
 	MCPCallP99      float64 `json:"mcp_call_p99_us"`
 	MCPCallRatioP50 float64 `json:"mcp_call_ratio_p50"`
 	MCPCallRatioP99 float64 `json:"mcp_call_ratio_p99"`
+
+	// MCPOAuthCall is the same local call through a gateway that checks
+	// an OAuth access token on every request (expose.agent.mcp.auth), and
+	// its ratio over mcp_call of the same run (goal: within 1.05 at p50).
+	MCPOAuthCallP50    float64 `json:"mcp_oauth_call_p50_us"`
+	MCPOAuthCallP99    float64 `json:"mcp_oauth_call_p99_us"`
+	MCPOAuthOverMCPP50 float64 `json:"mcp_oauth_over_mcp_call_p50"`
+	MCPOAuthOverMCPP99 float64 `json:"mcp_oauth_over_mcp_call_p99"`
 
 	MCPRemoteCallP50      float64 `json:"mcp_remote_call_p50_us"`
 	MCPRemoteCallP99      float64 `json:"mcp_remote_call_p99_us"`
@@ -455,6 +465,7 @@ func TestBenchReport(t *testing.T) {
 	t.Logf("idle RSS after %s: a2a-agent %.2f MiB, mcp-gateway %.2f MiB", set.settle, rep.AgentIdleRSS, rep.GatewayIdleRSS)
 
 	mc := connectMCP(t, gw.URL, nil)
+	oauth := startOAuthGateway(t, b)
 	if names := listNames(t, mc); !slices.Contains(names, "echo") || !slices.Contains(names, "bench_echo") {
 		t.Fatalf("gateway tools: got %v, want echo and bench_echo", names)
 	}
@@ -495,6 +506,7 @@ func TestBenchReport(t *testing.T) {
 		}},
 		{name: "mcp_call", run: mcpEcho(mc, "echo")},
 		{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo")},
+		{name: "mcp_oauth_call", run: mcpEcho(oauth, "echo")},
 		{name: "a2a_stream", run: func(ctx context.Context) error {
 			r, err := ac.StreamTool(ctx, "bench", "echo", echoInput, nil)
 			if err != nil || r.IsError || r.Output != "hi\n" {
@@ -522,7 +534,10 @@ func TestBenchReport(t *testing.T) {
 	for _, s := range calls {
 		t.Logf("%-16s p50 %9.1f µs  p99 %9.1f µs  (×%.3f / ×%.3f of exec_direct)", s.name, p(s, 50), p(s, 99), ratio(p(s, 50), direct50), ratio(p(s, 99), direct99))
 	}
-	rep.A2AStreamP50, rep.A2AStreamP99 = p(calls[5], 50), p(calls[5], 99)
+	rep.MCPOAuthCallP50, rep.MCPOAuthCallP99 = p(calls[5], 50), p(calls[5], 99)
+	rep.MCPOAuthOverMCPP50, rep.MCPOAuthOverMCPP99 = ratio(rep.MCPOAuthCallP50, rep.MCPCallP50), ratio(rep.MCPOAuthCallP99, rep.MCPCallP99)
+	t.Logf("mcp_oauth_call over mcp_call: ×%.3f p50, ×%.3f p99", rep.MCPOAuthOverMCPP50, rep.MCPOAuthOverMCPP99)
+	rep.A2AStreamP50, rep.A2AStreamP99 = p(calls[6], 50), p(calls[6], 99)
 	rep.A2AStreamRatioP50, rep.A2AStreamRatioP99 = ratio(rep.A2AStreamP50, rep.A2ACallP50), ratio(rep.A2AStreamP99, rep.A2ACallP99)
 	t.Logf("a2a_stream over a2a_call: ×%.3f p50, ×%.3f p99", rep.A2AStreamRatioP50, rep.A2AStreamRatioP99)
 
@@ -644,6 +659,26 @@ func TestBenchReport(t *testing.T) {
 		t.Fatalf("writing the report: %v", err)
 	}
 	t.Logf("report written to %s:\n%s", out, data)
+}
+
+// startOAuthGateway starts a gateway like the bench's own, without remote
+// tools, that accepts only access tokens of an OpenID provider running in
+// this test, and returns an MCP client carrying a token minted for it.
+func startOAuthGateway(tb testing.TB, b *bus) *client.Client {
+	tb.Helper()
+	op := oidctest.Start(tb, oidctest.Config{})
+	cfg := fleettest.WriteAgentConfig(tb, fleettest.Agent{
+		Identity:        "gw",
+		ApplicationPath: fleettest.FiskDemo(tb),
+		ExcludeTools:    []string{"getenv", "cluster_*"},
+		MCP:             map[string]any{"auth": map[string]any{"issuer": op.Issuer()}},
+	})
+	gw := startGateway(tb, b.home.Env(), cfg)
+	claims := op.Claims(gw.URL)
+	// Outlives the longest bench run.
+	claims["exp"] = time.Now().Add(2 * time.Hour).Unix()
+	headers := map[string]string{"Authorization": "Bearer " + op.Mint(claims)}
+	return newMCPClient(tb, gw.URL, []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(headers)}, nil, nil)
 }
 
 // firstOutputIterations is how many tickers each first-output series

@@ -31,8 +31,9 @@ type gatewayProcess struct {
 }
 
 // addLineRE matches the ready-to-paste line the gateway prints once it
-// listens.
-var addLineRE = regexp.MustCompile(`claude mcp add --transport http \S+ (http://\S+/mcp)\n`)
+// listens; with auth_token_env set, the line ends in
+// ` --header "Authorization: Bearer $ENV"`.
+var addLineRE = regexp.MustCompile(`claude mcp add --transport http \S+ (http://\S+/mcp)(?: --header "[^"\n]*")?\n`)
 
 // startGateway starts `mcp-gateway serve --config cfg --port 0` in env and
 // waits for the URL it prints, failing tb with its output if it exits or

@@ -2,9 +2,14 @@
 // v1 wire protocol: one file per protocol id plus v1/common.json, which
 // defines the header, the identity pattern and every shared object.
 //
+// approval/ holds the schemas of operator approvals (see [ApprovalKinds]):
+// the request a gated call waits on, an operator's answer and its reply, the
+// list reply and the event. They are not protocol messages (no header, no
+// protocol id) and are versioned apart from v1.
+//
 // audit/record.json is the schema of an audit record, the one record per
-// tool call both services publish on NATS. It is not a protocol message
-// (no header, no protocol id) and is versioned apart from v1.
+// tool call both services publish on NATS. Like approval/, it is not a
+// protocol message and is versioned apart from v1.
 //
 // The files are embedded so every binary validates against exactly the
 // schemas it was built with; FS exposes them for compilers and tools.
@@ -15,7 +20,7 @@ import (
 	"io/fs"
 )
 
-//go:embed v1/*.json audit/*.json
+//go:embed v1/*.json approval/*.json audit/*.json
 var files embed.FS
 
 // BaseURL is the $id prefix of every v1 schema; a schema's $id is BaseURL
@@ -29,8 +34,8 @@ const (
 	AuditRecordURL  = "https://fiskfleet.github.io/schemas/" + AuditRecordPath
 )
 
-// FS returns the schema files, rooted so that "v1/common.json" and
-// [AuditRecordPath] are paths.
+// FS returns the schema files, rooted so that "v1/common.json",
+// "approval/common.json" and [AuditRecordPath] are paths.
 func FS() fs.FS { return files }
 
 // ProtocolPrefix is the prefix of every v1 protocol id; the kind follows.
@@ -43,3 +48,12 @@ var Kinds = []string{
 	"tool.request", "tool.reply",
 	"request", "event", "result", "error", "cancel", "ack",
 }
+
+// ApprovalBaseURL is the $id prefix of every approval schema; a schema's $id
+// is ApprovalBaseURL followed by its file name.
+const ApprovalBaseURL = "https://fiskfleet.github.io/schemas/approval/"
+
+// ApprovalKinds lists the approval messages with a schema, one file each
+// (approval/<kind>.json) beside approval/common.json, which defines the
+// request and caller objects they share.
+var ApprovalKinds = []string{"request", "answer", "answer.reply", "list.reply", "event"}

@@ -26,7 +26,10 @@ type root struct {
 	Discover discoverCmd `cmd:"" help:"Show the agent card of IDENTITY: its served tools."`
 	Call     callCmd     `cmd:"" help:"Call TOOL on IDENTITY and print the CommandResult."`
 	Info     infoCmd     `cmd:"" help:"List what serve would serve, and why each dropped tool is dropped."`
-	Audit    auditCmd    `cmd:"" help:"Follow the audit trail: one record per tool call, published by agents and gateways on NATS."`
+	// Approvals answers what the fleet's gated calls wait on. Who may
+	// answer is decided by NATS permissions, not by the --as name.
+	Approvals approvalsCmd `cmd:"" help:"List, watch and answer the operator approval requests of gated commands."`
+	Audit     auditCmd     `cmd:"" help:"Follow the audit trail: one record per tool call, published by agents and gateways on NATS."`
 }
 
 func main() {
@@ -43,7 +46,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
-	kctx.Bind(log, env{stdout: os.Stdout, stderr: os.Stderr, version: version})
+	kctx.Bind(log, env{stdout: os.Stdout, stderr: os.Stderr, version: version}, input{r: os.Stdin})
 	if err := kctx.Run(); err != nil {
 		var ec exitCode
 		if errors.As(err, &ec) {

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
 type infoCmd struct {
 	Config string `help:"Agent configuration file (agent.yaml)." type:"existingfile" required:"" env:"MCP_GATEWAY_CONFIG"`
+	Role   string `help:"Show only what this role of expose.agent.mcp.policy gets."`
 }
 
 func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
@@ -44,7 +47,54 @@ func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if len(cfg.RemoteTools) > 0 {
 		importRemoteForInfo(ctx, cfg, &listing, log)
 	}
+	if c.Role != "" {
+		if err := narrowToRole(cfg, c.Role, &listing, e); err != nil {
+			return err
+		}
+	}
 	return listing.Write(e.stdout)
+}
+
+// narrowToRole keeps in listing only what role is granted, listing the
+// rest as dropped by the policy.
+func narrowToRole(cfg *config.Config, role string, listing *tool.Listing, e env) error {
+	var pc *config.Policy
+	if m := cfg.Expose.Agent.MCP; m != nil {
+		pc = m.Policy
+	}
+	pol := policy.New(pc)
+	g, ok := pol.Role(role)
+	if !ok {
+		if pol == nil {
+			return fmt.Errorf("%s: --role %s: there is no expose.agent.mcp.policy, so every caller gets everything listed", cfg.File, role)
+		}
+		return fmt.Errorf("%s: --role %s: expose.agent.mcp.policy.roles has no such role (roles: %s)", cfg.File, role, strings.Join(pol.Names(), ", "))
+	}
+	origin := listing.Origin
+	if origin == nil {
+		origin = func(tool.Tool) string { return "local" }
+	}
+	var kept []tool.Tool
+	for _, t := range listing.Served {
+		if g.Allows(t.Name(), t.Tags(), origin(t) != "local") {
+			kept = append(kept, t)
+			continue
+		}
+		listing.Dropped = append(listing.Dropped, tool.Dropped{Name: t.Name(), Reason: "not granted to role " + role + " by expose.agent.mcp.policy"})
+	}
+	listing.Served = kept
+	fmt.Fprintf(e.stdout, "role %s: %d tools", role, len(kept))
+	if g.Share > 0 {
+		fmt.Fprintf(e.stdout, ", at most %d at once per caller", g.Share)
+	}
+	if g.NATSContext != "" {
+		fmt.Fprintf(e.stdout, ", remote calls through nats context %s", g.NATSContext)
+	}
+	if g.Approve {
+		fmt.Fprint(e.stdout, ", may approve others' gated calls")
+	}
+	fmt.Fprint(e.stdout, "\n(remote tools carry no tags: a role's tag filters never select them, only its name globs do)\n\n")
+	return nil
 }
 
 // importRemoteForInfo adds the remote tools to listing leniently: a host

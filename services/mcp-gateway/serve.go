@@ -6,12 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"strings"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
@@ -77,7 +80,10 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	if host, _, _ := net.SplitHostPort(addr); !loopback(host) {
-		if token == "" {
+		if m.Auth != nil {
+			log.Warn("serving on a non-loopback address: access tokens travel in clear text unless a TLS proxy fronts the gateway",
+				"agent", cfg.Identity, "address", addr)
+		} else if token == "" {
 			log.Warn("serving on a non-loopback address without a token: anyone who can reach it can call these tools; set expose.agent.mcp.auth_token_env to require a bearer token",
 				"agent", cfg.Identity, "address", addr)
 		} else {
@@ -112,6 +118,52 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		}
 	}
 
+	if err := checkPolicyContexts(cfg); err != nil {
+		return err
+	}
+	roles, err := connectRoles(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer roles.Close()
+	var remoteContext func(context.Context, string) (context.Context, error)
+	if roles != nil {
+		remoteContext = roles.remoteContext
+	}
+
+	// With OAuth the gateway names itself in its metadata and in the
+	// audience it accepts, so its URL must be known before it serves: the
+	// configured resource, else the address it listens on, bound now so
+	// that a port picked at start is known too.
+	var ln net.Listener
+	var oauth *auth.Verifier
+	if m.Auth != nil {
+		resource := m.Auth.Resource
+		if resource == "" {
+			var lc net.ListenConfig
+			if ln, err = lc.Listen(ctx, "tcp", addr); err != nil {
+				return fmt.Errorf("%s: listening on %s: %w", cfg.File, addr, err)
+			}
+			defer ln.Close()
+			if resource, err = listenResource(ln.Addr()); err != nil {
+				return fmt.Errorf("%s: %w", cfg.File, err)
+			}
+		}
+		oauth, err = auth.NewVerifier(ctx, auth.Config{Auth: *m.Auth, Resource: resource, Claim: policyClaim(m), Logger: log})
+		if err != nil {
+			return fmt.Errorf("%s: expose.agent.mcp.auth: %w", cfg.File, err)
+		}
+		defer oauth.Close()
+		checks = append(checks, ops.Check{Name: "oauth_keys", Ready: func() error {
+			if !oauth.Ready() {
+				return fmt.Errorf("the keys of %s are not fetched yet", m.Auth.Issuer)
+			}
+			return nil
+		}})
+		log.Info("accepting OAuth access tokens", "agent", cfg.Identity, "issuer", m.Auth.Issuer, "resource", resource, "metadata", oauth.MetadataURL())
+	}
+	authn, open := accessLayer(oauth)
+
 	srv, err := mcpserver.New(mcpserver.Config{
 		Identity:           cfg.Identity,
 		Version:            e.version,
@@ -127,6 +179,10 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		TaskRetention:      m.TaskRetention.Duration,
 		MaxTasks:           m.MaxTasks,
 		Resources:          resourcesIndex(cfg, idx),
+		Authenticate:       authn,
+		Open:               open,
+		Policy:             policy.New(m.Policy),
+		RemoteContext:      remoteContext,
 		Metrics:            metrics,
 		Tracer:             tp.Tracer(),
 		Checks:             checks,
@@ -167,7 +223,44 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	// an idle gateway would otherwise keep resident. Collect it and hand
 	// the pages back once, before serving.
 	debug.FreeOSMemory()
+	if ln != nil {
+		return srv.ServeListener(ctx, ln)
+	}
 	return srv.Serve(ctx)
+}
+
+// accessLayer is what checks callers: the OAuth verifier's middleware and
+// its metadata, open beside /mcp; nil and nil without OAuth, for the
+// static token check.
+func accessLayer(v *auth.Verifier) (func(http.Handler, func(*auth.Caller) error) http.Handler, map[string]http.Handler) {
+	if v == nil {
+		return nil, nil
+	}
+	open := map[string]http.Handler{}
+	for _, p := range v.MetadataPaths() {
+		open[p] = v.MetadataHandler()
+	}
+	return v.Middleware, open
+}
+
+// policyClaim is the token claim the policy reads groups from.
+func policyClaim(m *config.MCP) string {
+	if m.Policy != nil && m.Policy.Claim != "" {
+		return m.Policy.Claim
+	}
+	return config.DefaultPolicyClaim
+}
+
+// listenResource is the gateway's URL of /mcp on a bound listener, when
+// expose.agent.mcp.auth.resource does not say it: only a loopback address
+// names the gateway for its clients; behind any other, clients may reach it
+// by a name or a proxy the gateway cannot know.
+func listenResource(a net.Addr) (string, error) {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil || !loopback(host) {
+		return "", fmt.Errorf("expose.agent.mcp.auth.resource is required when the gateway listens on %s: set it to the URL clients use to reach /mcp, such as https://mcp.example.com/mcp", a)
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/mcp", nil
 }
 
 // loadConfig reads the file and validates it for mode, logging the

@@ -44,4 +44,9 @@ var (
 	// agents, if it has any, serve unary calls only. It comes wrapped
 	// with [ErrAgentUnavailable].
 	ErrNoStreams = errors.New("no agent serves streamed calls")
+	// ErrPermission is a request the transport refused to carry for the
+	// caller's credentials: over NATS, a publish to the agent's subject
+	// (or to a stream's control subject) that the connection's user may
+	// not make. What was refused never reached the agent.
+	ErrPermission = errors.New("permission denied")
 )

@@ -97,6 +97,14 @@ func Backoff(attempts int) time.Duration {
 	return d + rand.N(d/5+1)
 }
 
+// Check reports an error when the nats context named ctx (a name or a
+// context file, as [Options.Context]) cannot be loaded, without
+// connecting: for checking at start every context a configuration names.
+func Check(ctx string) error {
+	_, err := load(ctx)
+	return err
+}
+
 // load reads a context by name, or from a file when ctx names one.
 func load(ctx string) (*natscontext.Context, error) {
 	if strings.ContainsRune(ctx, filepath.Separator) || strings.HasSuffix(ctx, ".json") {

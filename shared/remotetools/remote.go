@@ -33,6 +33,24 @@ type Streamer interface {
 	StreamTool(ctx context.Context, identity, name string, input json.RawMessage, onOutput func(string)) (*a2a.ToolReply, error)
 }
 
+type callerKey struct{}
+
+// WithCaller returns ctx whose remote tool calls go through c instead of
+// the importer's own [Caller]: the gateway uses it to make a caller's
+// remote calls over the NATS connection of that caller's policy role, so
+// the fleet's own subject permissions decide what the role reaches.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// callerFor returns the Caller of ctx, else c.
+func callerFor(ctx context.Context, c Caller) Caller {
+	if o, ok := ctx.Value(callerKey{}).(Caller); ok && o != nil {
+		return o
+	}
+	return c
+}
+
 // tagsPrefix starts the trailing line a model description carries its tags
 // on; discovery has no tags field, so this is the only place they travel.
 const tagsPrefix = "Tags: "
@@ -71,7 +89,7 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 		Confirmation: tool.ConfirmNone,
 		Remote:       true,
 		Call: func(ctx context.Context, req tool.Request) (tool.Outcome, error) {
-			reply, err := call(ctx, c, n, req)
+			reply, err := call(ctx, callerFor(ctx, c), n, req)
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
 				// The gateway's span of this call: which host, and
 				// which of its instances answered.
@@ -81,6 +99,8 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 				}
 			}
 			switch {
+			case errors.Is(err, a2a.ErrPermission):
+				return tool.Failure(fmt.Sprintf("remote agent %s refused by NATS permissions (tool %s): %v", n.Host, n.Remote, err)), nil
 			case errors.Is(err, a2a.ErrAgentUnavailable):
 				return tool.Failure(fmt.Sprintf("remote agent %s is unavailable (tool %s): %v", n.Host, n.Remote, err)), nil
 			case err != nil:

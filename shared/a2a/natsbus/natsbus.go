@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
@@ -74,6 +75,10 @@ type Transport struct {
 	// the first; guarded by muxMu.
 	muxMu sync.Mutex
 	mux   *inboxMux
+
+	// refusals are the publishes waiting for an answer, which a
+	// permissions violation on their subject fails at once.
+	refusals inflight
 }
 
 // Option configures a [Transport].
@@ -101,10 +106,20 @@ func WithReconnectWait(d time.Duration) Option {
 
 // NewTransport returns a transport over nc, which the caller owns and
 // closes.
+//
+// The transport listens for the permissions violations the server reports
+// on nc ([natsconn.OnPublishViolation], chained with nc's own error
+// handler): a call whose publish the connection's user may not make fails
+// at once with [a2a.ErrPermission] instead of waiting out its deadline.
+// Should nc's error handler be replaced later, such a call waits as one
+// nobody answers.
 func NewTransport(nc *nats.Conn, opts ...Option) *Transport {
 	t := &Transport{nc: nc, timeout: DefaultTimeout, reconnectWait: DefaultReconnectWait}
 	for _, o := range opts {
 		o(t)
+	}
+	if nc != nil {
+		natsconn.OnPublishViolation(nc, t.refusals.refused)
 	}
 	return t
 }
@@ -115,16 +130,21 @@ func NewTransport(nc *nats.Conn, opts ...Option) *Transport {
 // is down and not back within the reconnect wait, in which case nothing is
 // sent (nats.go would otherwise buffer the request and the caller would
 // wait out its whole deadline). A micro error header is [a2a.ErrRejected]
-// carrying the agent's code and description.
+// carrying the agent's code and description. A request the server refuses
+// for the connection's permissions is [a2a.ErrPermission], as soon as the
+// server says so.
 func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Route, data []byte) ([]byte, error) {
 	if len(data) > a2a.MaxMessageSize {
 		return nil, fmt.Errorf("%w: request is %d bytes, the limit is %d", a2a.ErrTooLarge, len(data), a2a.MaxMessageSize)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
+	// One context of the call's own, whose cancel a refusal calls.
+	var cancel context.CancelFunc
+	if _, ok := ctx.Deadline(); ok {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
 		ctx, cancel = context.WithTimeout(ctx, t.timeout)
-		defer cancel()
 	}
+	defer cancel()
 	subject := Subject(identity, route)
 	if err := t.connected(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %s not sent: %w", a2a.ErrAgentUnavailable, subject, err)
@@ -134,7 +154,11 @@ func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Ro
 	// The trace context rides in the headers, never in the A2A body,
 	// whose schemas stay v1; an untraced call sends no header.
 	tracing.InjectNATS(ctx, req.Header)
+	id := t.refusals.add(subject, cancel)
 	msg, err := t.nc.RequestMsgWithContext(ctx, req)
+	if refused := t.refusals.remove(id); refused && err != nil {
+		return nil, refusedError(subject)
+	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("%w: no agent serves %s: %w", a2a.ErrAgentUnavailable, subject, err)

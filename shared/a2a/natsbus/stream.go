@@ -80,6 +80,7 @@ type Stream struct {
 	identity string
 	mux      *inboxMux
 	token    string
+	refusals *inflight
 
 	mu sync.Mutex
 	// queue holds the messages delivered and not yet read, and gone is
@@ -89,6 +90,11 @@ type Stream struct {
 	// reply.
 	queue []*nats.Msg
 	gone  bool
+	// refused is the server's refusal of a publish of the stream (its
+	// request or a cancel), and watched are those publishes' ids in the
+	// transport's refusals; guarded by mu.
+	refused error
+	watched []uint64
 	// ready has room for one wake-up: a delivery never blocks the shared
 	// subscription's goroutine, and a reader that finds it signalled
 	// looks at the queue again.
@@ -97,7 +103,9 @@ type Stream struct {
 
 // OpenStream sends data, an encoded tool.request, to identity's stream
 // subject, with an inbox of the transport's shared stream subscription as
-// its reply subject. The caller must Close it.
+// its reply subject. The caller must Close it. Should the server refuse
+// the request (or a cancel) for the connection's permissions, the next
+// read fails at once with [a2a.ErrPermission].
 func (t *Transport) OpenStream(ctx context.Context, identity string, data []byte) (a2a.StreamConn, error) {
 	if len(data) > a2a.MaxMessageSize {
 		return nil, fmt.Errorf("%w: request is %d bytes, the limit is %d", a2a.ErrTooLarge, len(data), a2a.MaxMessageSize)
@@ -110,7 +118,8 @@ func (t *Transport) OpenStream(ctx context.Context, identity string, data []byte
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{nc: t.nc, identity: identity, mux: mux, ready: make(chan struct{}, 1)}
+	s := &Stream{nc: t.nc, identity: identity, mux: mux, refusals: &t.refusals, ready: make(chan struct{}, 1)}
+	s.watch(subject)
 	inbox := mux.add(s)
 	// The stream request as it goes out: the one place its NATS headers,
 	// if any, are set.
@@ -119,10 +128,30 @@ func (t *Transport) OpenStream(ctx context.Context, identity string, data []byte
 	msg.Data = data
 	msg.Header = tracing.InjectNATS(ctx, msg.Header)
 	if err := t.nc.PublishMsg(msg); err != nil {
-		mux.remove(s.token)
+		s.Close()
 		return nil, fmt.Errorf("requesting %s: %w", subject, err)
 	}
 	return s, nil
+}
+
+// watch registers a publish of the stream to subject, to be failed by its
+// refusal until the stream is closed.
+func (s *Stream) watch(subject string) {
+	id := s.refusals.add(subject, func() { s.refuse(refusedError(subject)) })
+	s.mu.Lock()
+	s.watched = append(s.watched, id)
+	s.mu.Unlock()
+}
+
+// refuse ends the stream with err, the server's refusal of one of its
+// publishes: its reader fails at once.
+func (s *Stream) refuse(err error) {
+	s.mu.Lock()
+	if s.refused == nil {
+		s.refused = err
+	}
+	s.mu.Unlock()
+	s.wake()
 }
 
 // streamMux returns the transport's shared stream inbox, subscribing it
@@ -248,17 +277,18 @@ func (s *Stream) wake() {
 }
 
 // pop returns the next queued message, or nil; gone reports the shared
-// subscription ended.
-func (s *Stream) pop() (msg *nats.Msg, gone bool) {
+// subscription ended, refused the server's refusal of a publish of the
+// stream. Messages already queued come first.
+func (s *Stream) pop() (msg *nats.Msg, gone bool, refused error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.queue) == 0 {
-		return nil, s.gone
+		return nil, s.gone, s.refused
 	}
 	msg = s.queue[0]
 	s.queue[0] = nil
 	s.queue = s.queue[1:]
-	return msg, false
+	return msg, false, nil
 }
 
 // Next returns the next message of the stream, answering a probe for
@@ -268,6 +298,8 @@ func (s *Stream) pop() (msg *nats.Msg, gone bool) {
 func (s *Stream) Next(ctx context.Context, wait time.Duration) ([]byte, error) {
 	msg, err := s.wait(ctx, wait)
 	switch {
+	case errors.Is(err, a2a.ErrPermission):
+		return nil, err
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, fmt.Errorf("%w: nothing from %s for %s", a2a.ErrAgentUnavailable, StreamSubject(s.identity), wait)
 	case err != nil:
@@ -290,10 +322,12 @@ func (s *Stream) Next(ctx context.Context, wait time.Duration) ([]byte, error) {
 func (s *Stream) wait(ctx context.Context, d time.Duration) (*nats.Msg, error) {
 	var timeout <-chan time.Time
 	for {
-		msg, gone := s.pop()
+		msg, gone, refused := s.pop()
 		switch {
 		case msg != nil:
 			return msg, nil
+		case refused != nil:
+			return nil, refused
 		case gone:
 			return nil, nats.ErrConnectionClosed
 		}
@@ -317,7 +351,11 @@ func (s *Stream) Cancel(instance string, data []byte) error {
 	if err := a2a.CheckIdentity(instance); err != nil {
 		return fmt.Errorf("cancelling on instance: %w", err)
 	}
-	if err := s.nc.Publish(ControlSubject(s.identity, instance), data); err != nil {
+	subject := ControlSubject(s.identity, instance)
+	// A cancel the server refuses ends the wait for the reply that
+	// would confirm it.
+	s.watch(subject)
+	if err := s.nc.Publish(subject, data); err != nil {
 		return fmt.Errorf("sending cancel: %w", err)
 	}
 	return s.nc.Flush()
@@ -329,5 +367,10 @@ func (s *Stream) Close() {
 	s.mux.remove(s.token)
 	s.mu.Lock()
 	s.queue = nil
+	watched := s.watched
+	s.watched = nil
 	s.mu.Unlock()
+	for _, id := range watched {
+		s.refusals.remove(id)
+	}
 }

@@ -20,6 +20,10 @@ type Caller struct {
 	// Roles are the policy roles the caller matched, sorted; empty when
 	// no policy is configured.
 	Roles []string
+	// Static marks the one caller of a gateway without OAuth (see
+	// [StaticSubject]). Only the static check sets it, so no token can
+	// claim it by its sub.
+	Static bool
 }
 
 // StaticSubject is the subject of the one caller of a gateway without

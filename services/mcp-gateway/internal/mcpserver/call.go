@@ -36,7 +36,10 @@ const (
 // record is what the one log line of a call says. For gated calls it
 // carries the command line, never the raw arguments.
 type record struct {
-	tool     string
+	tool string
+	// caller is the caller's subject: the token's sub, or
+	// auth.StaticSubject.
+	caller   string
 	protocol string
 	outcome  string
 	command  string
@@ -75,6 +78,10 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 		// mcp-go answers names it never registered itself.
 		return rec.fail(outcomeUnknown, fmt.Sprintf("unknown tool %q", name))
 	}
+	ctx, refused := s.admit(ctx, e, rec)
+	if refused != nil {
+		return refused
+	}
 	input, err := callInput(req)
 	if err != nil {
 		return rec.fail(outcomeInvalid, fmt.Sprintf("invalid arguments for %s: %v", name, err))
@@ -104,8 +111,14 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 	// call runs on without the request (task.go).
 	taskStarted(ctx)
 
-	// The slot is taken only now, after any approval: a human deciding
-	// holds no execution slot.
+	// The slots are taken only now, after any approval: a human deciding
+	// holds no execution slot. The caller's own share comes first, so a
+	// caller over it waits without holding one of the gateway's.
+	release, refused := s.takeShare(ctx, name, rec)
+	if refused != nil {
+		return refused
+	}
+	defer release()
 	select {
 	case s.sem <- struct{}{}:
 		defer func() { <-s.sem }()
@@ -172,6 +185,9 @@ func (s *Server) logCall(rec *record, d time.Duration) {
 		"tool", rec.tool,
 		"duration", d.Round(time.Microsecond),
 		"outcome", rec.outcome,
+	}
+	if rec.caller != "" {
+		attrs = append(attrs, "sub", rec.caller)
 	}
 	if rec.exitCode != nil {
 		attrs = append(attrs, "exit_code", *rec.exitCode)

@@ -1,13 +1,17 @@
 package mcpserver
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
@@ -65,7 +69,27 @@ type Config struct {
 	// [DefaultApprovalTimeout]. Tests shorten it.
 	ApprovalTimeout time.Duration
 	// AuthToken, when set, is the bearer token every request must carry.
+	// It is ignored when Authenticate is set.
 	AuthToken string
+	// Authenticate, when set, checks the caller of every request to /mcp
+	// (the OAuth verifier's middleware: expose.agent.mcp.auth): a request
+	// it refuses never reaches the MCP handler; one it accepts carries its
+	// [auth.Caller], which authorize has seen. Nil means the static check
+	// of AuthToken, whose one caller is [auth.StaticSubject].
+	Authenticate func(next http.Handler, authorize func(*auth.Caller) error) http.Handler
+	// Open are handlers served by path beside /mcp without any token,
+	// such as the protected resource metadata; the probes and the Origin
+	// check apply to them as to everything.
+	Open map[string]http.Handler
+	// Policy decides per caller which tools it sees and runs
+	// (expose.agent.mcp.policy); nil lets every caller see and run
+	// everything served.
+	Policy *policy.Policy
+	// RemoteContext, when set, is asked before a remote tool is called
+	// for a caller whose policy role names a nats context: it returns the
+	// context the call is made with, carrying that role's NATS
+	// connection. An error refuses the call in-band.
+	RemoteContext func(ctx context.Context, natsContext string) (context.Context, error)
 	// MaxBodyBytes caps one request body (413 beyond it); 0 means
 	// [DefaultMaxBodyBytes].
 	MaxBodyBytes int64

@@ -2,8 +2,6 @@ package mcpserver
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 )
 
 // buildHandler mounts mcp-go's streamable server at /mcp behind, from the
@@ -23,12 +23,17 @@ import (
 // [Server.probes]).
 func (s *Server) buildHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.guardSessions(s.streamable))
-	h := limitBody(mux, s.cfg.MaxBodyBytes)
-	if s.cfg.AuthToken != "" {
-		h = requireBearer(h, s.cfg.AuthToken)
+	authenticate := s.cfg.Authenticate
+	if authenticate == nil {
+		authenticate = func(next http.Handler, authorize func(*auth.Caller) error) http.Handler {
+			return auth.Static(next, s.cfg.AuthToken, authorize)
+		}
 	}
-	return s.probes(checkOrigin(h, s.cfg.AllowedOrigins))
+	mux.Handle("/mcp", authenticate(limitBody(s.guardSessions(s.streamable), s.cfg.MaxBodyBytes), s.cfg.Policy.Authorize))
+	for p, h := range s.cfg.Open {
+		mux.Handle(p, h)
+	}
+	return s.probes(checkOrigin(mux, s.cfg.AllowedOrigins))
 }
 
 // checkOrigin answers 403 to a request whose Origin header is present and
@@ -100,24 +105,6 @@ func loopbackHost(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// requireBearer answers 401 with a WWW-Authenticate challenge unless the
-// request carries "Authorization: Bearer <token>". The comparison is
-// constant-time over digests, so neither the token's content nor its length
-// leaks through timing.
-func requireBearer(next http.Handler, token string) http.Handler {
-	want := sha256.Sum256([]byte(token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-gateway"`)
-			http.Error(w, "unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // limitBody answers 413 for a POST body over max bytes. mcp-go reads the

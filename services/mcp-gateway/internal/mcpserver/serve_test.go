@@ -28,7 +28,7 @@ func TestServeShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- s.serveListener(ctx, ln) }()
+	go func() { served <- s.ServeListener(ctx, ln) }()
 	url := "http://" + ln.Addr().String() + "/mcp"
 
 	// A session-based client's initialize, then its standalone GET stream.

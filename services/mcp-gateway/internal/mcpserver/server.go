@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
@@ -39,7 +40,10 @@ type Server struct {
 	// stopExpiry ends the idle-session expiry loop.
 	stopExpiry chan struct{}
 	// sem holds one token per running call, commands and built-ins alike.
-	sem       chan struct{}
+	sem chan struct{}
+	// shares holds each caller's own slots, when its policy role limits
+	// it (access.go).
+	shares    policy.Shares
 	approvals *approvals
 	// entries maps each served name to its entry. It is replaced whole,
 	// never modified, so a call reads it without a lock.
@@ -105,7 +109,10 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		server.WithRecovery(),
 		// Tasks are served by the gateway, not by mcp-go's task
 		// machinery (see task.go); these hooks only advertise them.
-		server.WithHooks(taskHooks()),
+		// Tasks are advertised, and each caller lists only what its
+		// policy grants (access.go), through one set of hooks: a second
+		// WithHooks would replace the first.
+		server.WithHooks(s.hooks()),
 	}
 	if cfg.Instructions != "" {
 		opts = append(opts, server.WithInstructions(cfg.Instructions))
@@ -284,18 +291,19 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.Close()
 		return fmt.Errorf("%w on %s: %w", ErrListen, s.cfg.Address, err)
 	}
-	return s.serveListener(ctx, ln)
+	return s.ServeListener(ctx, ln)
 }
 
-// serveListener serves on ln until ctx ends. The listener is closed when it
-// returns.
+// ServeListener serves on ln, which the caller bound (to learn the
+// gateway's own URL before serving, say), until ctx ends, as
+// [Server.Serve] does. The listener is closed when it returns.
 //
 // http.Server.Shutdown neither cancels request contexts nor ends held-open
 // SSE streams, so a single Ctrl-C would wait on every attached client. The
 // connections' base context is therefore cancelled first, which unblocks
 // those streams (and interrupts running calls), then Shutdown gets
 // [ShutdownTimeout].
-func (s *Server) serveListener(ctx context.Context, ln net.Listener) error {
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	defer s.Close()
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()

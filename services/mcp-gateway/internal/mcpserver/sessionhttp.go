@@ -12,6 +12,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 )
 
 // guardSessions applies the streamable HTTP transport's session rules that
@@ -71,21 +73,34 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 				http.Error(w, fmt.Sprintf("too many MCP sessions (%d live): try again later, or raise expose.agent.mcp.max_sessions", s.sessions.max), http.StatusServiceUnavailable)
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(&bindSession{ResponseWriter: w, sessions: s.sessions, subject: subjectOf(r)}, r)
 			return
 		case r.Method == http.MethodPost && msg.Method == "":
 			// A response to a server request, which mcp-go matches by
-			// session itself (and a ping answer needs none).
+			// session itself (and a ping answer needs none). It must
+			// come from the session's owner: an answer is what approves
+			// a gated call, and mcp-go numbers its requests from 1, so
+			// anyone holding a leaked session id could otherwise answer
+			// another caller's approval form.
+			if id != "" && !s.sessions.owns(id, subjectOf(r)) {
+				http.Error(w, "session not found: it was deleted, expired or never issued; send initialize to start a new one", http.StatusNotFound)
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		case id == "":
 			http.Error(w, "bad request: missing Mcp-Session-Id header; send initialize first", http.StatusBadRequest)
 			return
-		case !s.sessions.begin(id):
+		case !s.sessions.begin(id, subjectOf(r)):
 			http.Error(w, "session not found: it was deleted, expired or never issued; send initialize to start a new one", http.StatusNotFound)
 			return
 		}
 		defer s.sessions.end(id)
+		if msg.Method == string(mcp.MethodInitialize) {
+			// A client may initialize again on a session it holds; the
+			// new session is bound to it as well.
+			w = &bindSession{ResponseWriter: w, sessions: s.sessions, subject: subjectOf(r)}
+		}
 		if msg.Method == string(mcp.MethodNotificationCancelled) {
 			s.cancels.cancel(id, msg.Params.RequestID)
 		}
@@ -118,6 +133,52 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// subjectOf is the subject of the request's caller, "" when it has none
+// (a server used without its authentication layer).
+func subjectOf(r *http.Request) string {
+	if c := auth.CallerFrom(r.Context()); c != nil {
+		return c.Subject
+	}
+	return ""
+}
+
+// bindSession binds the session an initialize answer issues to the
+// caller that asked for it, as the header goes out.
+type bindSession struct {
+	http.ResponseWriter
+	sessions *sessions
+	subject  string
+	bound    bool
+}
+
+func (b *bindSession) WriteHeader(code int) {
+	if !b.bound {
+		b.bound = true
+		if id := b.Header().Get(server.HeaderKeySessionID); id != "" {
+			b.sessions.bind(id, b.subject)
+		}
+	}
+	b.ResponseWriter.WriteHeader(code)
+}
+
+func (b *bindSession) Write(p []byte) (int, error) {
+	if !b.bound {
+		b.WriteHeader(http.StatusOK)
+	}
+	return b.ResponseWriter.Write(p)
+}
+
+// Flush passes on to the connection: an initialize answered as an event
+// stream is flushed.
+func (b *bindSession) Flush() {
+	if f, ok := b.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (b *bindSession) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
 // jsonrpcHead is what the session rules read of a POSTed message.
 type jsonrpcHead struct {

@@ -47,6 +47,10 @@ type session struct {
 	lastActive time.Time
 	// open counts the requests in progress, long-lived streams included.
 	open int
+	// owner is the subject of the caller that created the session; every
+	// later request must come from the same subject (see
+	// [sessions.bind]).
+	owner string
 }
 
 func newSessions(idle time.Duration, max int, now func() time.Time) *sessions {
@@ -102,13 +106,35 @@ func (s *sessions) count() int {
 	return len(s.live)
 }
 
-// begin records a request of id starting, reporting false for an id that
-// is not live. Every true must be followed by one [sessions.end].
-func (s *sessions) begin(id string) bool {
+// bind records subject as the owner of the session id, once, when its
+// initialize is answered. Binding is what keeps one caller's token from
+// riding another caller's session: the session's capabilities and tasks
+// belong to whoever opened it.
+func (s *sessions) bind(id, subject string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.live[id]; e != nil && e.owner == "" {
+		e.owner = subject
+	}
+}
+
+// owns reports whether id is live and owned by subject.
+func (s *sessions) owns(id, subject string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.live[id]
-	if e == nil {
+	return e != nil && e.owner == subject
+}
+
+// begin records a request of id by subject starting, reporting false for
+// an id that is not live or is owned by another subject: to a caller that
+// did not open it, a session does not exist. Every true must be followed
+// by one [sessions.end].
+func (s *sessions) begin(id, subject string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.live[id]
+	if e == nil || e.owner != subject {
 		return false
 	}
 	e.open++

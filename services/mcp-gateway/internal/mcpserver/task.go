@@ -711,8 +711,7 @@ func eventWithResult(p []byte, id, result json.RawMessage) []byte {
 // tools/list an execution.taskSupport of optional. The tools registered
 // with mcp-go carry no task support themselves, so that mcp-go never runs
 // a task of its own.
-func taskHooks() *server.Hooks {
-	h := &server.Hooks{}
+func taskHooks(h *server.Hooks) {
 	h.AddAfterInitialize(func(_ context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
 		if res != nil {
 			res.Capabilities.Tasks = mcp.NewTasksCapability()
@@ -727,5 +726,4 @@ func taskHooks() *server.Hooks {
 			res.Tools[i].Execution = &mcp.ToolExecution{TaskSupport: mcp.TaskSupportOptional}
 		}
 	})
-	return h
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 )
 
-func TestMain(m *testing.M) { fisktest.Main(m) }
+// TestMain (fisktest.Main, which builds the binaries) is in
+// approvals_test.go.
 
 // process is a running a2a-agent.
 type process struct {

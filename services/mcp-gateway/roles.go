@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/natsconn"
+	"github.com/fiskfleet/fiskfleet/shared/remotetools"
+)
+
+// checkPolicyContexts refuses a policy whose roles name a nats context
+// that cannot be loaded, naming the role's key: Validate reads no files,
+// and a role that silently fell back to the gateway's own credentials
+// would reach more of the fleet than the operator meant.
+func checkPolicyContexts(cfg *config.Config) error {
+	contexts := cfg.PolicyContexts()
+	for _, key := range slices.Sorted(maps.Keys(contexts)) {
+		if err := natsconn.Check(contexts[key]); err != nil {
+			return fmt.Errorf("%s: %s %q: %w: fix %s or create the context with nats context add", cfg.File, key, contexts[key], err, key)
+		}
+	}
+	return nil
+}
+
+// roleConns are the NATS connections of the policy roles that name a nats
+// context of their own: a caller of such a role makes its remote calls
+// over that connection, so the fleet's subject permissions, not the
+// gateway, decide which agents the role reaches.
+type roleConns struct {
+	conns   []*nats.Conn
+	clients map[string]*a2a.Client // by nats context
+}
+
+// connectRoles connects once per distinct nats context the policy's roles
+// name. Without remote_tools a role's context has nothing to reach, which
+// is logged.
+func connectRoles(cfg *config.Config, log *slog.Logger) (*roleConns, error) {
+	contexts := cfg.PolicyContexts()
+	if len(contexts) == 0 {
+		return nil, nil
+	}
+	if len(cfg.RemoteTools) == 0 {
+		log.Warn("policy roles name nats contexts, but there are no remote_tools to call through them", "agent", cfg.Identity)
+		return nil, nil
+	}
+	rc := &roleConns{clients: map[string]*a2a.Client{}}
+	for _, key := range slices.Sorted(maps.Keys(contexts)) {
+		name := contexts[key]
+		if rc.clients[name] != nil {
+			continue
+		}
+		nc, err := natsconn.Connect(natsconn.Options{Context: name, Name: "mcp-gateway " + cfg.Identity + " role context " + name, Logger: log})
+		if err != nil {
+			rc.Close()
+			return nil, fmt.Errorf("%s: %s: %w", cfg.File, key, err)
+		}
+		rc.conns = append(rc.conns, nc)
+		client, err := a2a.NewClient(natsbus.NewTransport(nc), a2a.Participant{Name: cfg.Identity})
+		if err != nil {
+			rc.Close()
+			return nil, err
+		}
+		rc.clients[name] = client
+	}
+	return rc, nil
+}
+
+// remoteContext is mcpserver's Config.RemoteContext: ctx carrying the
+// client of the role's nats context.
+func (rc *roleConns) remoteContext(ctx context.Context, natsContext string) (context.Context, error) {
+	c := rc.clients[natsContext]
+	if c == nil {
+		return nil, fmt.Errorf("no connection for nats context %q of expose.agent.mcp.policy", natsContext)
+	}
+	return remotetools.WithCaller(ctx, c), nil
+}
+
+// Close closes the role connections.
+func (rc *roleConns) Close() {
+	if rc == nil {
+		return
+	}
+	for _, nc := range rc.conns {
+		nc.Close()
+	}
+}
