@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fiskfleet/fiskfleet/shared/approval"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 )
 
@@ -129,4 +130,15 @@ func ExampleDigest() {
 	// Output:
 	// true
 	// sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a
+}
+
+// TestDigestMatchesApproval checks the contract with operator approvals:
+// an approval request digests the same canonical form, so a request and
+// the call's audit record name one digest.
+func TestDigestMatchesApproval(t *testing.T) {
+	for _, in := range []string{``, `{}`, `{"env":"prod","replicas":3}`, `{ "replicas": 3, "env": "prod" }`} {
+		if got, want := approval.Digest(audit.Canonical(json.RawMessage(in))), audit.Digest(json.RawMessage(in)); got != want {
+			t.Errorf("approval.Digest(Canonical(%q)): got %s, want %s", in, got, want)
+		}
+	}
 }
