@@ -152,7 +152,9 @@ func TestPublisherBoundsHostileRecord(t *testing.T) {
 	r.Time = time.Time{}
 	r.Tool = strings.Repeat("é", 1000)
 	r.Caller.Name = "bad\xffname"
-	r.Caller.Roles = make([]string, 100)
+	roles := make([]string, 100)
+	roles[0] = strings.Repeat("r", 1000)
+	r.Caller.Roles = roles
 	r.Command = strings.Repeat("c", 100<<10)
 	r.Outcome.Message = strings.Repeat("世", 1000)
 	r.Outcome.DurationMS = -3
@@ -181,6 +183,9 @@ func TestPublisherBoundsHostileRecord(t *testing.T) {
 		if c.got > c.want {
 			t.Errorf("%s %d: got %d", c.what, c.want, c.got)
 		}
+	}
+	if len(roles[0]) != 1000 || len(got.Caller.Roles[0]) != audit.MaxLabel {
+		t.Errorf("roles: got %d bytes in the caller's slice and %d in the record, want 1000 (untouched) and %d", len(roles[0]), len(got.Caller.Roles[0]), audit.MaxLabel)
 	}
 	if got.Time.IsZero() || got.Arguments != nil || got.ArgumentsNote != audit.NoteTooLarge || got.Caller.Name != "bad\uFFFDname" {
 		t.Errorf("record: got time %v, arguments %d bytes, note %q, caller %q; want a time, no arguments, too_large, the name with U+FFFD",

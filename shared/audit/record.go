@@ -285,11 +285,11 @@ func (r *Record) bound(now time.Time) {
 	c := &r.Caller
 	c.Subject, c.ClientID, c.Name = cut(c.Subject, MaxLabel), cut(c.ClientID, MaxLabel), cut(c.Name, MaxLabel)
 	c.Instance, c.NATSUser = cut(c.Instance, MaxLabel), cut(c.NATSUser, MaxLabel)
-	if len(c.Roles) > MaxRoles {
-		c.Roles = c.Roles[:MaxRoles]
-	}
-	for i, role := range c.Roles {
-		c.Roles[i] = cut(role, MaxLabel)
+	// A copy: the roles may be shared with the caller's own identity.
+	roles := c.Roles[:min(len(c.Roles), MaxRoles)]
+	c.Roles = nil
+	for _, role := range roles {
+		c.Roles = append(c.Roles, cut(role, MaxLabel))
 	}
 	r.Gate.Approver = cut(r.Gate.Approver, MaxLabel)
 	r.Outcome.Message = cut(r.Outcome.Message, MaxMessage)
