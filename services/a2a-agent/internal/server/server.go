@@ -69,10 +69,11 @@ type Config struct {
 	// command run; nil means no tracing, at the cost of a nil check.
 	Tracer trace.Tracer
 	// Audit, when set, receives one record per tool call on the tool and
-	// stream endpoints, built and handed over once the call has been
-	// answered; nil means no records, at the cost of a nil check. The
-	// caller owns it and closes it after Stop returns, so the records of
-	// the calls Stop let finish are published too.
+	// stream endpoints: a call that ran is recorded after its reply went
+	// out, a refusal (unknown tool, stopping) just before it; nil means no
+	// records, at the cost of a nil check. The caller owns it and closes
+	// it after Stop returns, so the records of the calls Stop let finish
+	// are published too.
 	Audit *audit.Publisher
 	// AuditDigestOnly keeps only the digest of each call's arguments in
 	// its record (audit.arguments: digest).
