@@ -32,13 +32,29 @@ type remote struct {
 // connectRemote connects with nats_context and prepares the importer of
 // cfg.RemoteTools; local are the names local tools already hold.
 func connectRemote(cfg *config.Config, local []tool.Tool, log *slog.Logger) (*remote, error) {
-	nc, err := natsconn.Connect(natsconn.Options{Context: cfg.NATSContext, Name: "mcp-gateway " + cfg.Identity, Logger: log})
+	nc, err := connectNATS(cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("%s: nats_context (needed by remote_tools): %w", cfg.File, err)
 	}
-	client, err := a2a.NewClient(natsbus.NewTransport(nc), a2a.Participant{Name: cfg.Identity})
+	r, err := newRemote(nc, cfg, local)
 	if err != nil {
 		nc.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// connectNATS connects with the gateway's nats_context.
+func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, error) {
+	return natsconn.Connect(natsconn.Options{Context: cfg.NATSContext, Name: "mcp-gateway " + cfg.Identity, Logger: log})
+}
+
+// newRemote prepares the importer of cfg.RemoteTools over nc; local are
+// the names local tools already hold. [remote.Close] closes nc: a caller
+// that keeps owning nc does not call it.
+func newRemote(nc *nats.Conn, cfg *config.Config, local []tool.Tool) (*remote, error) {
+	client, err := a2a.NewClient(natsbus.NewTransport(nc), a2a.Participant{Name: cfg.Identity})
+	if err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(local))

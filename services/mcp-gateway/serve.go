@@ -12,9 +12,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
@@ -121,6 +124,19 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if err := checkPolicyContexts(cfg); err != nil {
 		return err
 	}
+	// The fleet connection serves remote_tools and carries the audit
+	// trail; without nats_context the trail goes to the log.
+	var nc *nats.Conn
+	if cfg.NATSContext != "" {
+		if nc, err = connectNATS(cfg, log); err != nil {
+			return fmt.Errorf("%s: nats_context: %w", cfg.File, err)
+		}
+		defer nc.Close()
+	}
+	trail := audit.NewPublisher(nc, audit.PublisherConfig{Subject: cfg.AuditSubject(), Logger: log})
+	// Closed after serving has stopped, so the last calls are recorded,
+	// and before the connection closes, so they are flushed.
+	defer closeAudit(trail, cfg.Identity, log)
 	roles, err := connectRoles(cfg, log)
 	if err != nil {
 		return err
@@ -179,6 +195,8 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		TaskRetention:      m.TaskRetention.Duration,
 		MaxTasks:           m.MaxTasks,
 		Resources:          resourcesIndex(cfg, idx),
+		Audit:              trail,
+		AuditDigestOnly:    cfg.AuditDigestOnly(),
 		Authenticate:       authn,
 		Open:               open,
 		Policy:             policy.New(m.Policy),
@@ -197,12 +215,11 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		return fmt.Errorf("%s: nothing to serve over MCP: add application_path, or list built-ins in expose.agent.mcp.builtins", cfg.File)
 	}
 	if len(cfg.RemoteTools) > 0 {
-		r, err = connectRemote(cfg, srv.Served(), log)
+		r, err = newRemote(nc, cfg, srv.Served())
 		if err != nil {
 			srv.Close()
 			return err
 		}
-		defer r.Close()
 		metrics.RemoteHosts(r.hostStates)
 		if err := r.serve(ctx, cfg, srv.SetTools, log); err != nil {
 			srv.Close()
@@ -227,6 +244,16 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		return srv.ServeListener(ctx, ln)
 	}
 	return srv.Serve(ctx)
+}
+
+// closeAudit publishes the audit records still buffered and flushes them,
+// within the shutdown budget; the publisher logs what it cannot publish.
+func closeAudit(trail *audit.Publisher, identity string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), mcpserver.ShutdownTimeout)
+	defer cancel()
+	if err := trail.Close(ctx); err != nil {
+		log.Warn("closing the audit trail", "agent", identity, "error", err)
+	}
 }
 
 // accessLayer is what checks callers: the OAuth verifier's middleware and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 )
 
 // outcomePolicy is a call refused because the caller's policy grants no
@@ -33,9 +34,10 @@ func (s *Server) grant(ctx context.Context) (*auth.Caller, *policy.Grant) {
 func (s *Server) admit(ctx context.Context, e *entry, rec *record) (context.Context, *mcp.CallToolResult) {
 	c, g := s.grant(ctx)
 	if c != nil {
-		rec.caller = c.Subject
+		rec.caller, rec.who = c.Subject, c
 	}
 	if !g.Allows(e.def.Name, e.tool.Tags(), e.source != SourceLocal) {
+		rec.gate = audit.DecisionPolicy
 		return nil, rec.fail(outcomePolicy, g.Refusal(e.def.Name))
 	}
 	if e.source == SourceLocal || s.cfg.RemoteContext == nil {

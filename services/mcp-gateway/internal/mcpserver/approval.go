@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 )
@@ -46,6 +47,7 @@ var approvalSchema = map[string]any{
 func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, input json.RawMessage, line string, rec *record) (res *mcp.CallToolResult, run bool) {
 	if s.cfg.Confirm == config.ConfirmNever {
 		rec.approval = "not asked (expose.agent.mcp.confirm_over_mcp: never)"
+		rec.gate = audit.DecisionNever
 		return nil, true
 	}
 	if rt := req.Params.MultiRoundTripParams; rt.RequestState != "" || len(rt.InputResponses) > 0 {
@@ -59,12 +61,14 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 	if !canElicit(ctx, modern) {
 		if s.cfg.Confirm == config.ConfirmAlways {
 			rec.approval = "client cannot elicit"
+			rec.gate = audit.DecisionRefusedGated
 			s.cfg.Metrics.Approval(ops.AnswerUnsupported)
 			return rec.fail(outcomeRefused, fmt.Sprintf(
 				"%s needs a human's approval, but this client cannot answer an elicitation form and expose.agent.mcp.confirm_over_mcp is always: "+
 					"use a client that supports elicitation, or set expose.agent.mcp.confirm_over_mcp to auto", e.def.Name)), false
 		}
 		rec.approval = "skipped: the client cannot elicit (expose.agent.mcp.confirm_over_mcp: auto)"
+		rec.gate = audit.DecisionUnasked
 		s.cfg.Metrics.Approval(ops.AnswerUnsupported)
 		rec.warn = true
 		return nil, true
@@ -101,7 +105,11 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 			reason, answer = fmt.Sprintf("no answer within %s", s.cfg.ApprovalTimeout), ops.AnswerTimeout
 		}
 		s.cfg.Metrics.Approval(answer)
-		return s.deny(e, rec, reason), false
+		res := s.deny(e, rec, reason)
+		if answer == ops.AnswerTimeout {
+			rec.gate = audit.DecisionTimedOut
+		}
+		return res, false
 	}
 	return s.decide(e, answer, rec)
 }
@@ -154,11 +162,13 @@ func (s *Server) decide(e *entry, answer *mcp.ElicitationResult, rec *record) (r
 		return s.deny(e, rec, "answered no"), false
 	}
 	rec.approval = "approved"
+	rec.gate = audit.DecisionElicitation
 	return nil, true
 }
 
 func (s *Server) deny(e *entry, rec *record, reason string) *mcp.CallToolResult {
 	rec.approval = "denied: " + reason
+	rec.gate = audit.DecisionDeclined
 	return rec.fail(outcomeDenied, fmt.Sprintf("%s was not run: the human did not approve it (%s)", e.def.Name, reason))
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
@@ -39,7 +40,13 @@ type record struct {
 	tool string
 	// caller is the caller's subject: the token's sub, or
 	// auth.StaticSubject.
-	caller   string
+	caller string
+	// who is the caller; input the call's arguments as sent; gate the
+	// approval gate's decision (an audit.Decision*); all for the audit
+	// record.
+	who      *auth.Caller
+	input    json.RawMessage
+	gate     string
 	protocol string
 	outcome  string
 	command  string
@@ -66,7 +73,9 @@ func (s *Server) handle(ctx context.Context, name string, req mcp.CallToolReques
 			s.log.Error("tool panicked", "agent", s.cfg.Identity, "tool", name, "panic", p, "stack", string(debug.Stack()))
 		}
 		endSpan(span, rec)
-		s.logCall(rec, time.Since(start))
+		d := time.Since(start)
+		s.logCall(rec, d)
+		s.auditCall(ctx, rec, start, d)
 	}()
 	return s.call(ctx, name, req, rec)
 }
@@ -78,6 +87,7 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 		// mcp-go answers names it never registered itself.
 		return rec.fail(outcomeUnknown, fmt.Sprintf("unknown tool %q", name))
 	}
+	rec.input = req.Params.RawArguments
 	ctx, refused := s.admit(ctx, e, rec)
 	if refused != nil {
 		return refused
@@ -86,6 +96,7 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 	if err != nil {
 		return rec.fail(outcomeInvalid, fmt.Sprintf("invalid arguments for %s: %v", name, err))
 	}
+	rec.input = input
 	if msg := e.validate(input); msg != "" {
 		return rec.fail(outcomeInvalid, fmt.Sprintf("invalid arguments for %s: %s", name, msg))
 	}

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
@@ -85,6 +87,15 @@ type Config struct {
 	// (expose.agent.mcp.policy); nil lets every caller see and run
 	// everything served.
 	Policy *policy.Policy
+	// Instance names this gateway process in its audit records; empty
+	// means a fresh random one.
+	Instance string
+	// Audit, when set, receives one record per answered tools/call (the
+	// audit key); the caller owns it and closes it after the server.
+	Audit *audit.Publisher
+	// AuditDigestOnly leaves arguments and command lines out of the audit
+	// records, keeping their digest (audit.arguments: digest).
+	AuditDigestOnly bool
 	// RemoteContext, when set, is asked before a remote tool is called
 	// for a caller whose policy role names a nats context: it returns the
 	// context the call is made with, carrying that role's NATS
@@ -174,6 +185,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Instance == "" {
+		c.Instance = nuid.Next()
 	}
 	return c
 }

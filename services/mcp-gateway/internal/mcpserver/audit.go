@@ -1,0 +1,72 @@
+package mcpserver
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fiskfleet/fiskfleet/shared/audit"
+)
+
+// results maps a call's logged outcome onto the audit trail's results.
+var results = map[string]string{
+	outcomeOK:       audit.ResultOK,
+	outcomeError:    audit.ResultError,
+	outcomeInvalid:  audit.ResultInvalid,
+	outcomeUnknown:  audit.ResultUnknownTool,
+	outcomeDenied:   audit.ResultDenied,
+	outcomeRefused:  audit.ResultRefused,
+	outcomePolicy:   audit.ResultRefused,
+	outcomeBusy:     audit.ResultCanceled,
+	outcomeTimeout:  audit.ResultTimeout,
+	outcomeCanceled: audit.ResultCanceled,
+	outcomeFailed:   audit.ResultError,
+}
+
+// auditCall hands the record of one answered call to the audit trail. An
+// approval asked of a 2026-07-28 client is not a call yet: its retry,
+// carrying the answer, is recorded instead.
+func (s *Server) auditCall(ctx context.Context, rec *record, start time.Time, d time.Duration) {
+	if s.cfg.Audit == nil || rec.outcome == outcomeRequested {
+		return
+	}
+	r := &audit.Record{
+		Time:     start,
+		Service:  audit.ServiceMCPGateway,
+		Identity: s.cfg.Identity,
+		Instance: s.cfg.Instance,
+		Surface:  audit.SurfaceMCP,
+		Tool:     rec.tool,
+		Gate:     audit.Gate{Decision: rec.gate},
+		Outcome: audit.Outcome{
+			Result:     results[rec.outcome],
+			ExitCode:   rec.exitCode,
+			Message:    rec.message,
+			DurationMS: float64(d.Microseconds()) / 1000,
+		},
+	}
+	if r.Gate.Decision == "" {
+		r.Gate.Decision = audit.DecisionNotGated
+	}
+	if r.Outcome.Result == "" {
+		r.Outcome.Result = audit.ResultError
+	}
+	if r.Outcome.Result == audit.ResultOK && rec.exitCode != nil && *rec.exitCode != 0 {
+		r.Outcome.Result = audit.ResultFailed
+	}
+	if r.Outcome.Result != audit.ResultOK {
+		r.Outcome.ErrorClass = rec.outcome
+	}
+	if c := rec.who; c != nil {
+		r.Caller = audit.Caller{Subject: c.Subject, Roles: c.Roles, ClientID: c.ClientID}
+	}
+	r.SetArguments(rec.input, s.cfg.AuditDigestOnly)
+	if rec.command != "" {
+		r.SetCommand(rec.command, s.cfg.AuditDigestOnly)
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		r.TraceID = sc.TraceID().String()
+	}
+	s.cfg.Audit.Publish(r)
+}
