@@ -24,6 +24,21 @@ var results = map[string]string{
 	outcomeFailed:   audit.ResultError,
 }
 
+// classes maps a call's logged outcome onto the short reasons the audit
+// trail shares with the agent's records.
+var classes = map[string]string{
+	outcomeError:    "tool_error",
+	outcomeInvalid:  "invalid_input",
+	outcomeUnknown:  "unknown_tool",
+	outcomeDenied:   "approval_denied",
+	outcomeRefused:  "refused_gated",
+	outcomePolicy:   "refused_by_policy",
+	outcomeBusy:     "canceled_waiting",
+	outcomeTimeout:  "timeout",
+	outcomeCanceled: "caller_gone",
+	outcomeFailed:   "start",
+}
+
 // auditCall hands the record of one answered call to the audit trail. An
 // approval asked of a 2026-07-28 client is not a call yet: its retry,
 // carrying the answer, is recorded instead.
@@ -52,11 +67,11 @@ func (s *Server) auditCall(ctx context.Context, rec *record, start time.Time, d 
 	if r.Outcome.Result == "" {
 		r.Outcome.Result = audit.ResultError
 	}
-	if r.Outcome.Result == audit.ResultOK && rec.exitCode != nil && *rec.exitCode != 0 {
-		r.Outcome.Result = audit.ResultFailed
-	}
-	if r.Outcome.Result != audit.ResultOK {
-		r.Outcome.ErrorClass = rec.outcome
+	switch {
+	case r.Outcome.Result == audit.ResultOK && rec.exitCode != nil && *rec.exitCode != 0:
+		r.Outcome.Result, r.Outcome.ErrorClass = audit.ResultFailed, "exit_nonzero"
+	case r.Outcome.Result != audit.ResultOK:
+		r.Outcome.ErrorClass = classes[rec.outcome]
 	}
 	if c := rec.who; c != nil {
 		r.Caller = audit.Caller{Subject: c.Subject, Roles: c.Roles, ClientID: c.ClientID}
