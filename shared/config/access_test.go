@@ -46,6 +46,13 @@ func TestValidateAccessRefusals(t *testing.T) {
 			"expose.agent.mcp.policy.roles.ops.max_concurrent_tools", "must be at least 1"},
 		{"audit wildcard", withMCP("") + "audit: {subject: 'audit.>'}\n", "audit.subject", "is not a NATS subject to publish on"},
 		{"audit empty token", withMCP("") + "audit: {subject: 'audit..ops'}\n", "audit.subject", "is not a NATS subject"},
+		{"approvals timeout", withMCP("") + "approvals: {operator: true, timeout: 2h}\n", "approvals.timeout", "between 0 and 1h0m0s"},
+		{"approver without name", withMCP("") + "approvals: {operator: true, approvers: [{token_env: A}]}\n", "approvals.approvers[0].name", "approvals.approvers[0].name is required"},
+		{"approver repeated", withMCP("") + "approvals: {operator: true, approvers: [{name: ann, token_env: A}, {name: ann, token_env: B}]}\n", "approvals.approvers[1].name", "repeats approvals.approvers[0]"},
+		{"approver token env", withMCP("") + "approvals: {operator: true, approvers: [{name: ann, token_env: 'A-B'}]}\n", "approvals.approvers[0].token_env", "is not an environment variable name"},
+		{"approvals web without auth", withMCP("") + "approvals: {operator: true, web: {client_id: page}}\n", "approvals.web", "add expose.agent.mcp.auth"},
+		{"approvals web without client", withMCP("auth: {issuer: 'https://id.example.com'}") + "approvals: {operator: true, web: {}}\n", "approvals.web.client_id", "approvals.web.client_id is required"},
+		{"approvers with auth", withMCP("auth: {issuer: 'https://id.example.com'}") + "approvals: {operator: true, approvers: [{name: ann, token_env: A}]}\n", "approvals.approvers", "remove approvals.approvers"},
 		{"audit arguments", withMCP("") + "audit: {arguments: none}\n", "audit.arguments", `audit.arguments "none" is not one of full, digest`},
 	}
 	for _, tt := range tests {

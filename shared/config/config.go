@@ -46,6 +46,8 @@ type Config struct {
 	Knowledge *Knowledge `yaml:"knowledge"`
 	// Audit configures the audit trail both services publish on NATS.
 	Audit *Audit `yaml:"audit"`
+	// Approvals configures operator approvals of gated commands.
+	Approvals *Approvals `yaml:"approvals"`
 	// HumanInTheLoop and Memory are accepted for compatibility with agent
 	// files written for an agent loop; they have no effect when serving and
 	// are warned about.
@@ -285,6 +287,49 @@ type Audit struct {
 	Arguments string `yaml:"arguments"`
 }
 
+// Approvals is the approvals key: a human operator, reached over NATS,
+// approves gated commands for callers that cannot be asked themselves.
+type Approvals struct {
+	// Operator turns operator approvals on (off by default): gated tools
+	// are then served over A2A, and an MCP client that cannot elicit gets
+	// an operator's approval instead of confirm_over_mcp's auto or always.
+	Operator bool `yaml:"operator"`
+	// Timeout is how long a request waits for an operator's answer before
+	// it is denied; zero means [DefaultApprovalTimeout].
+	Timeout Duration `yaml:"timeout"`
+	// SelfApproval lets an approver approve a request whose caller is
+	// themselves; off is the four-eyes rule.
+	SelfApproval bool `yaml:"self_approval"`
+	// Approvers sign in to the gateway's /approvals page with a token of
+	// their own, when the gateway has no OAuth (expose.agent.mcp.auth).
+	Approvers []Approver `yaml:"approvers"`
+	// Web signs approvers in to the /approvals page at the gateway's
+	// authorization server (OpenID Connect); needs expose.agent.mcp.auth.
+	Web *ApprovalsWeb `yaml:"web"`
+}
+
+// Approver is one entry of approvals.approvers.
+type Approver struct {
+	// Name is who the approver is, as audit records name them.
+	Name string `yaml:"name"`
+	// TokenEnv names the environment variable holding their token.
+	TokenEnv string `yaml:"token_env"`
+}
+
+// ApprovalsWeb is approvals.web: the OpenID client the /approvals page
+// signs approvers in with.
+type ApprovalsWeb struct {
+	ClientID        string `yaml:"client_id"`
+	ClientSecretEnv string `yaml:"client_secret_env"`
+}
+
+// Limits of approvals.timeout: a human needs time to read a command line;
+// a request held for more than an hour is better denied and asked again.
+const (
+	DefaultApprovalTimeout = 2 * time.Minute
+	MaxApprovalTimeout     = time.Hour
+)
+
 // Values of audit.arguments.
 const (
 	AuditArgumentsFull   = "full"
@@ -432,6 +477,9 @@ func (c *Config) withDefaults() {
 		if p := m.Policy; p != nil && p.Claim == "" {
 			p.Claim = DefaultPolicyClaim
 		}
+	}
+	if a := c.Approvals; a != nil && a.Timeout.Duration == 0 {
+		a.Timeout.Duration = DefaultApprovalTimeout
 	}
 	if a := c.Audit; a != nil && a.Arguments == "" {
 		a.Arguments = AuditArgumentsFull

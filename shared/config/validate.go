@@ -180,6 +180,9 @@ func (v *validator) common(c *Config) {
 	if a := c.Audit; a != nil {
 		v.audit(a)
 	}
+	if a := c.Approvals; a != nil {
+		v.approvals(a, c.Expose.Agent.MCP)
+	}
 	if a := c.Expose.Agent.A2A; a != nil {
 		v.limits("expose.agent.a2a", a.MaxConcurrentTools, a.ToolTimeout)
 	}
@@ -321,6 +324,49 @@ func (v *validator) audit(a *Audit) {
 	case "", AuditArgumentsFull, AuditArgumentsDigest:
 	default:
 		v.fail("audit.arguments", fmt.Sprintf("audit.arguments %q is not one of %s, %s: fix audit.arguments", a.Arguments, AuditArgumentsFull, AuditArgumentsDigest))
+	}
+}
+
+// approvals checks the approvals key; m is expose.agent.mcp, nil when the
+// gateway is not enabled.
+func (v *validator) approvals(a *Approvals, m *MCP) {
+	if d := a.Timeout.Duration; d < 0 || d > MaxApprovalTimeout {
+		v.fail("approvals.timeout", fmt.Sprintf("approvals.timeout must be between 0 and %s, got %s: fix approvals.timeout, or leave it out for %s", MaxApprovalTimeout, d, DefaultApprovalTimeout))
+	}
+	seen := map[string]int{}
+	for i, ap := range a.Approvers {
+		key := fmt.Sprintf("approvals.approvers[%d]", i)
+		switch {
+		case strings.TrimSpace(ap.Name) == "":
+			v.fail(key+".name", fmt.Sprintf("%s.name is required: add %s.name: WHO, as audit records will name them", key, key))
+		case seen[ap.Name] > 0:
+			v.fail(key+".name", fmt.Sprintf("%s.name %q repeats approvals.approvers[%d]: give each approver one entry", key, ap.Name, seen[ap.Name]-1))
+		default:
+			seen[ap.Name] = i + 1
+		}
+		if ap.TokenEnv == "" {
+			v.fail(key+".token_env", fmt.Sprintf("%s.token_env is required: add %s.token_env: NAME of the variable holding their token", key, key))
+		} else {
+			v.envName(key+".token_env", ap.TokenEnv)
+		}
+	}
+	hasAuth := m != nil && m.Auth != nil
+	if w := a.Web; w != nil {
+		if !hasAuth {
+			v.fail("approvals.web", "approvals.web signs approvers in at the gateway's authorization server, and there is none: add expose.agent.mcp.auth, or use approvals.approvers instead")
+		}
+		if w.ClientID == "" {
+			v.fail("approvals.web.client_id", "approvals.web.client_id is required: add the client id registered for the /approvals page")
+		}
+		if w.ClientSecretEnv != "" {
+			v.envName("approvals.web.client_secret_env", w.ClientSecretEnv)
+		}
+	}
+	if hasAuth && len(a.Approvers) > 0 {
+		v.fail("approvals.approvers", "approvals.approvers and expose.agent.mcp.auth are both set: with OAuth, approvers sign in at the authorization server (approvals.web and the approve: true roles of expose.agent.mcp.policy); remove approvals.approvers")
+	}
+	if !a.Operator && (len(a.Approvers) > 0 || a.Web != nil) {
+		v.warn("approvals.approvers and approvals.web have no effect while approvals.operator is false; set approvals.operator: true to use them")
 	}
 }
 
