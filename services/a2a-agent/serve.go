@@ -15,6 +15,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/approval"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
@@ -114,6 +115,23 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	pub := audit.NewPublisher(nc, audit.PublisherConfig{Subject: cfg.AuditSubject(), Logger: log})
 	defer closeAudit(pub, c.DrainTimeout, cfg.Identity, log)
 	sc.Audit = pub
+	if a := cfg.Approvals; a != nil && a.Operator {
+		// Gated tools are served, each call waiting for an operator
+		// over NATS; closed after the drain, which withdraws whatever
+		// still waits.
+		sc.Instance = server.DefaultInstance()
+		broker, err := approval.NewBroker(nc, approval.Options{
+			Identity: cfg.Identity,
+			Instance: sc.Instance,
+			Config:   approval.Config{Operator: true, Timeout: a.Timeout.Duration, SelfApproval: a.SelfApproval},
+			Logger:   log,
+		})
+		if err != nil {
+			return fmt.Errorf("%s: approvals.operator: %w", cfg.File, err)
+		}
+		defer broker.Close()
+		sc.Approvals = broker
+	}
 	srv, err := server.New(sc, app.Tools())
 	if errors.Is(err, server.ErrNothingToServe) && len(app.Dropped) > 0 {
 		// Most often the filters left nothing: name the keys to fix.
@@ -216,7 +234,7 @@ func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if app == nil {
 		return fmt.Errorf("%s: nothing to list: add application_path", cfg.File)
 	}
-	served, dropped := server.Select(app.Tools())
+	served, dropped := server.Select(app.Tools(), cfg.Approvals != nil && cfg.Approvals.Operator)
 	fmt.Fprintf(e.stdout, "agent %s over A2A: %s, %s\n\n", cfg.Identity, natsbus.DiscoverySubject(cfg.Identity), natsbus.ToolSubject(cfg.Identity))
 	return tool.Listing{Served: served, Dropped: append(app.Dropped, dropped...)}.Write(e.stdout)
 }

@@ -82,7 +82,6 @@ func (s *Server) audit(surface string, req *a2a.ToolRequest, t tool.Tool, rec ca
 		// sender is what the request claims.
 		Caller: audit.Caller{Name: req.Sender.Name, Instance: req.Sender.Instance, Claimed: true},
 		Tool:   req.Name,
-		// A2A serves no gated tool (Select drops them).
 		Gate: audit.Gate{Decision: audit.DecisionNotGated},
 		Outcome: audit.Outcome{
 			Result:     rec.result,
@@ -91,6 +90,9 @@ func (s *Server) audit(surface string, req *a2a.ToolRequest, t tool.Tool, rec ca
 			DurationMS: audit.DurationMS(time.Since(arrived)),
 		},
 		TraceID: traceID(span),
+	}
+	if rec.gate != "" {
+		r.Gate = audit.Gate{Decision: rec.gate, Approver: rec.approver}
 	}
 	r.SetArguments(req.Input, s.cfg.AuditDigestOnly)
 	if rec.ran {

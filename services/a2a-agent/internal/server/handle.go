@@ -78,6 +78,15 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
+	if s.gated(t) {
+		// Waits for an operator off this goroutine, holding no slot.
+		if !s.admit() {
+			s.refuseStopping(r, req, t, arrived, span)
+			return
+		}
+		go s.serveGated(ctx, r, req, t, arrived, span)
+		return
+	}
 	if !s.takeSlot(ctx) {
 		s.refuseStopping(r, req, t, arrived, span)
 		return
@@ -140,6 +149,9 @@ type callRecord struct {
 	// audit.Result constant, an error class and the error text the caller
 	// got.
 	result, class, message string
+	// gate and approver are the approval gate's decision (an
+	// audit.Decision constant; empty means not gated) and who approved.
+	gate, approver string
 }
 
 // call runs one tool call under the per-call timeout, within parent, and

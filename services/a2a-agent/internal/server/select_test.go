@@ -123,7 +123,7 @@ func TestSelect(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			keep := funcTool(t, ok("keep"))
 			cand := tt.tool(t)
-			served, dropped := server.Select([]tool.Tool{keep, cand})
+			served, dropped := server.Select([]tool.Tool{keep, cand}, false)
 			if tt.wantReason == "" {
 				if got, want := len(served), 2; got != want {
 					t.Fatalf("served: got %d tools, want %d (dropped %v)", got, want, dropped)
@@ -289,7 +289,7 @@ func ExampleSelect() {
 		spec("status", tool.ExposeMCP|tool.ExposeA2A, tool.ConfirmNone),
 		spec("deploy", tool.ExposeMCP|tool.ExposeA2A, tool.ConfirmRequired),
 		spec("search", tool.ExposeMCP, tool.ConfirmNone),
-	})
+	}, false)
 	for _, t := range served {
 		fmt.Println("served:", t.Name())
 	}
@@ -298,6 +298,6 @@ func ExampleSelect() {
 	}
 	// Output:
 	// served: status
-	// dropped: deploy: gated (ai:confirm or confirm_tags): nobody on the bus can approve it
+	// dropped: deploy: gated (ai:confirm or confirm_tags): nobody on the bus can approve it; set approvals.operator: true to have an operator approve it
 	// dropped: search: not exposed over A2A (posture mcp)
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/approval"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -78,6 +80,11 @@ type Config struct {
 	// AuditDigestOnly keeps only the digest of each call's arguments in
 	// its record (audit.arguments: digest).
 	AuditDigestOnly bool
+	// Approvals, when set, serves gated tools: each call waits, holding no
+	// slot, for an operator's answer through this broker
+	// (approvals.operator). The caller owns it and closes it after Stop.
+	// Nil drops gated tools, as nobody on the bus could approve them.
+	Approvals *approval.Broker
 }
 
 func (c Config) withDefaults() Config {
@@ -91,7 +98,7 @@ func (c Config) withDefaults() Config {
 		c.Version = natsbus.ServiceVersion
 	}
 	if c.Instance == "" {
-		c.Instance = defaultInstance()
+		c.Instance = DefaultInstance()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -114,9 +121,9 @@ func (c Config) Validate() error {
 
 var instanceUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
 
-// defaultInstance labels this process: host name and pid, made safe for
+// DefaultInstance labels this process: host name and pid, made safe for
 // the identity pattern.
-func defaultInstance() string {
+func DefaultInstance() string {
 	host, _ := os.Hostname()
 	host = instanceUnsafe.ReplaceAllString(host, "-")
 	suffix := "-" + strconv.Itoa(os.Getpid())
@@ -131,10 +138,11 @@ func defaultInstance() string {
 
 // Select splits tools into the served set and the dropped ones. Five
 // classes are dropped, each with its reason: no A2A exposure, cannot say
-// whether it is gated, gated (nobody on a bus can approve), invalid name,
+// whether it is gated, gated when operator is false (nobody on a bus can
+// approve it; with operator approvals on, an operator does), invalid name,
 // and empty model description (nothing for a model to decide on). A second
 // tool with a name already taken is dropped too.
-func Select(tools []tool.Tool) (served []tool.Tool, dropped []tool.Dropped) {
+func Select(tools []tool.Tool, operator bool) (served []tool.Tool, dropped []tool.Dropped) {
 	seen := make(map[string]bool, len(tools))
 	for _, t := range tools {
 		name := t.Name()
@@ -144,8 +152,8 @@ func Select(tools []tool.Tool) (served []tool.Tool, dropped []tool.Dropped) {
 			reason = "not exposed over A2A (posture " + t.Exposure().String() + ")"
 		case t.Confirmation() == tool.ConfirmUnknown:
 			reason = "cannot say whether it is gated; refused rather than served ungated"
-		case t.Confirmation() == tool.ConfirmRequired:
-			reason = "gated (ai:confirm or confirm_tags): nobody on the bus can approve it"
+		case t.Confirmation() == tool.ConfirmRequired && !operator:
+			reason = "gated (ai:confirm or confirm_tags): nobody on the bus can approve it; set approvals.operator: true to have an operator approve it"
 		case !tool.ValidName(name):
 			reason = "invalid name: must match " + tool.NamePattern()
 		case t.ModelDescription() == "":
@@ -215,7 +223,7 @@ func New(cfg Config, tools []tool.Tool) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	served, dropped := Select(tools)
+	served, dropped := Select(tools, cfg.Approvals != nil)
 	for _, d := range dropped {
 		cfg.Logger.Info("tool not served over A2A", "agent", cfg.Identity, "tool", d.Name, "reason", d.Reason)
 	}
@@ -234,9 +242,13 @@ func New(cfg Config, tools []tool.Tool) (*Server, error) {
 	byName := make(map[string]tool.Tool, len(served))
 	for _, t := range served {
 		byName[t.Name()] = t
+		desc := t.ModelDescription()
+		if t.Confirmation() == tool.ConfirmRequired {
+			desc = tool.ModelDescription(strings.TrimSpace(t.Description()+"\n\n"+approvalNote), t.Tags())
+		}
 		card.Tools = append(card.Tools, a2a.ToolDescriptor{
 			Name:        t.Name(),
-			Description: t.ModelDescription(),
+			Description: desc,
 			InputSchema: t.InputSchema(),
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/approval"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -91,19 +93,31 @@ func (s *Server) handleStream(r *natsbus.Request) {
 		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
-	if !s.takeSlot(ctx) {
-		s.refuseStream(out, req, t, arrived, span)
-		return
-	}
-	if !s.admit() {
-		<-s.sem
-		s.refuseStream(out, req, t, arrived, span)
-		return
+	gated := s.gated(t)
+	if gated {
+		// Waits for an operator on the worker, holding no slot; the
+		// worker takes one once approved (runStream).
+		if !s.admit() {
+			s.refuseStream(out, req, t, arrived, span)
+			return
+		}
+	} else {
+		if !s.takeSlot(ctx) {
+			s.refuseStream(out, req, t, arrived, span)
+			return
+		}
+		if !s.admit() {
+			<-s.sem
+			s.refuseStream(out, req, t, arrived, span)
+			return
+		}
 	}
 	go func() {
 		defer s.inflight.Done()
-		defer func() { <-s.sem }()
-		rec := s.runStream(ctx, out, t, req)
+		if !gated {
+			defer func() { <-s.sem }()
+		}
+		rec := s.runStream(ctx, out, t, req, gated)
 		s.audit(audit.SurfaceA2AStream, req, t, rec, arrived, span)
 		endRequest(span, t.Name(), &rec, "")
 		s.logCall(rec)
@@ -122,7 +136,13 @@ func (s *Server) refuseStream(out *streamOut, req *a2a.ToolRequest, t tool.Tool,
 // carrying the request's span): ack, output events and heartbeats while
 // the command runs, then the final reply, the same as the tool endpoint's
 // for the same run.
-func (s *Server) runStream(parent context.Context, out *streamOut, t tool.Tool, req *a2a.ToolRequest) callRecord {
+//
+// A gated call (gated set) holds no slot yet: it is acked at once, says
+// "awaiting operator approval (id …)" in a status event, keeps the caller
+// informed with heartbeats while it waits, and takes a slot only once an
+// operator approved it. A cancel or the caller going away withdraws the
+// request.
+func (s *Server) runStream(parent context.Context, out *streamOut, t tool.Tool, req *a2a.ToolRequest, gated bool) callRecord {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	s.streams.add(req.ID, &running{caller: req.Sender.Name, cancel: cancel})
@@ -130,9 +150,35 @@ func (s *Server) runStream(parent context.Context, out *streamOut, t tool.Tool, 
 
 	out.ack(true, "")
 	live := &liveOutput{out: out, cancel: cancel}
+	var gate, approver string
+	if gated {
+		live.setPhase(phaseAwaiting)
+		stopWait := live.start()
+		run, refusal, arec := s.approve(ctx, t, req, func(r approval.Request) {
+			phase := phaseAwaiting + " (id " + r.ID + ")"
+			live.setPhase(phase)
+			if err := out.send(&a2a.Event{Block: a2a.Block{Content: &a2a.StatusBlock{Phase: phase}}}); err != nil {
+				cancel(err)
+			}
+		})
+		if run && !s.waitSlot(ctx) {
+			run, refusal = false, s.stoppingReply().Output
+			arec.outcome, arec.result, arec.class, arec.message = "error", audit.ResultRefused, classStopping, refusal
+		}
+		stopWait()
+		if !run {
+			arec.stream = true
+			out.final(&a2a.ToolReply{IsError: true, Output: refusal})
+			return arec
+		}
+		defer func() { <-s.sem }()
+		gate, approver = arec.gate, arec.approver
+		live.setPhase(phaseRunning)
+	}
 	stop := live.start()
 	reply, rec := s.call(ctx, t, req, live)
 	stop()
+	rec.gate, rec.approver = gate, approver
 	if cause := context.Cause(ctx); errors.Is(cause, errCanceledByCaller) || errors.Is(cause, errCallerGone) {
 		reply = &a2a.ToolReply{IsError: true, Output: canceledOutput(live.sent(), t.Name(), cause)}
 		rec.outcome, rec.ran = "canceled", false
@@ -273,6 +319,9 @@ func setSequence(m a2a.Message, seq uint64) {
 type liveOutput struct {
 	out    *streamOut
 	cancel context.CancelCauseFunc
+	// phase is what heartbeats say: phaseRunning, or that the call waits
+	// for an operator; empty means phaseRunning.
+	phase atomic.Pointer[string]
 
 	mu sync.Mutex
 	// pending, all and lastFlush are guarded by mu; all is what was handed
@@ -340,7 +389,7 @@ func (l *liveOutput) start() (stop func()) {
 			case now := <-t.C:
 				l.flush(false)
 				if l.out.idleFor(now) >= a2a.HeartbeatInterval {
-					if err := l.out.send(&a2a.Event{Block: a2a.Block{Content: &a2a.StatusBlock{Phase: "running"}}}); err != nil {
+					if err := l.out.send(&a2a.Event{Block: a2a.Block{Content: &a2a.StatusBlock{Phase: l.currentPhase()}}}); err != nil {
 						l.cancel(err)
 					}
 				}
@@ -352,6 +401,21 @@ func (l *liveOutput) start() (stop func()) {
 		wg.Wait()
 		l.flush(true)
 	}
+}
+
+// Heartbeat phases of a stream.
+const (
+	phaseRunning  = "running"
+	phaseAwaiting = "awaiting operator approval"
+)
+
+func (l *liveOutput) setPhase(p string) { l.phase.Store(&p) }
+
+func (l *liveOutput) currentPhase() string {
+	if p := l.phase.Load(); p != nil {
+		return *p
+	}
+	return phaseRunning
 }
 
 // wholeRunes returns the length of b up to its last complete UTF-8
