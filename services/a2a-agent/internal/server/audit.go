@@ -82,7 +82,7 @@ func (s *Server) audit(surface string, req *a2a.ToolRequest, t tool.Tool, rec ca
 		// sender is what the request claims.
 		Caller: audit.Caller{Name: req.Sender.Name, Instance: req.Sender.Instance, Claimed: true},
 		Tool:   req.Name,
-		Gate: audit.Gate{Decision: audit.DecisionNotGated},
+		Gate:   audit.Gate{Decision: audit.DecisionNotGated},
 		Outcome: audit.Outcome{
 			Result:     rec.result,
 			ErrorClass: rec.class,
