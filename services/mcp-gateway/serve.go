@@ -13,10 +13,12 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
+	"github.com/fiskfleet/fiskfleet/shared/approval"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
@@ -133,6 +135,9 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		}
 		defer nc.Close()
 	}
+	// instance names this process on the approval subjects and in its
+	// audit records.
+	instance := nuid.Next()
 	trail := audit.NewPublisher(nc, audit.PublisherConfig{Subject: cfg.AuditSubject(), Logger: log})
 	// Closed after serving has stopped, so the last calls are recorded,
 	// and before the connection closes, so they are flushed.
@@ -180,6 +185,21 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	}
 	authn, open := accessLayer(oauth)
 
+	// Operators approve the gated calls of clients that cannot elicit.
+	var broker *approval.Broker
+	if a := cfg.Approvals; a != nil && a.Operator {
+		broker, err = approval.NewBroker(nc, approval.Options{
+			Identity: cfg.Identity,
+			Instance: instance,
+			Config:   approval.Config{Operator: true, Timeout: a.Timeout.Duration, SelfApproval: a.SelfApproval},
+			Logger:   log,
+		})
+		if err != nil {
+			return fmt.Errorf("%s: approvals.operator: %w", cfg.File, err)
+		}
+		defer broker.Close()
+	}
+
 	srv, err := mcpserver.New(mcpserver.Config{
 		Identity:           cfg.Identity,
 		Version:            e.version,
@@ -195,6 +215,8 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		TaskRetention:      m.TaskRetention.Duration,
 		MaxTasks:           m.MaxTasks,
 		Resources:          resourcesIndex(cfg, idx),
+		Instance:           instance,
+		Approvals:          broker,
 		Audit:              trail,
 		AuditDigestOnly:    cfg.AuditDigestOnly(),
 		Authenticate:       authn,

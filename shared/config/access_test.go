@@ -10,7 +10,7 @@ import (
 // withMCP is an identity serving over MCP with the given expose.agent.mcp
 // body (a YAML flow mapping's contents).
 func withMCP(body string) string {
-	return "identity: ops\napplication_path: /bin/app\nexpose: {agent: {mcp: {" + body + "}}}\n"
+	return "identity: ops\napplication_path: /bin/app\nnats_context: ops\nexpose: {agent: {mcp: {" + body + "}}}\n"
 }
 
 func TestValidateAccessRefusals(t *testing.T) {
@@ -53,6 +53,7 @@ func TestValidateAccessRefusals(t *testing.T) {
 		{"approvals web without auth", withMCP("") + "approvals: {operator: true, web: {client_id: page}}\n", "approvals.web", "add expose.agent.mcp.auth"},
 		{"approvals web without client", withMCP("auth: {issuer: 'https://id.example.com'}") + "approvals: {operator: true, web: {}}\n", "approvals.web.client_id", "approvals.web.client_id is required"},
 		{"approvers with auth", withMCP("auth: {issuer: 'https://id.example.com'}") + "approvals: {operator: true, approvers: [{name: ann, token_env: A}]}\n", "approvals.approvers", "remove approvals.approvers"},
+		{"approvals without nats", "identity: ops\napplication_path: /bin/app\nexpose: {agent: {mcp: {}}}\napprovals: {operator: true}\n", "nats_context", "approvals.operator reaches operators over NATS"},
 		{"audit arguments", withMCP("") + "audit: {arguments: none}\n", "audit.arguments", `audit.arguments "none" is not one of full, digest`},
 	}
 	for _, tt := range tests {

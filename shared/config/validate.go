@@ -77,6 +77,8 @@ func (c *Config) Validate(mode Mode) (warnings []string, err error) {
 		}
 		if len(c.RemoteTools) > 0 && c.NATSContext == "" {
 			v.fail("nats_context", "remote_tools needs a NATS connection to discover its hosts: add nats_context: NAME")
+		} else if a := c.Approvals; a != nil && a.Operator && c.NATSContext == "" {
+			v.fail("nats_context", "approvals.operator reaches operators over NATS: add nats_context: NAME")
 		}
 	case ModeA2AServe:
 		if a := c.Expose.Agent.A2A; a == nil || !a.ServeTools {

@@ -15,6 +15,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/approval"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
@@ -59,6 +62,10 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 	// revision declares it on each request.
 	modern := mcp.IsModernProtocol(server.RequestProtocolVersion(ctx))
 	if !canElicit(ctx, modern) {
+		if s.cfg.Approvals != nil {
+			// Nobody at the client's end can be asked: an operator is.
+			return s.operatorGate(ctx, e, req, input, line, rec)
+		}
 		if s.cfg.Confirm == config.ConfirmAlways {
 			rec.approval = "client cannot elicit"
 			rec.gate = audit.DecisionRefusedGated
@@ -113,6 +120,80 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 	}
 	return s.decide(e, answer, rec)
 }
+
+// operatorGate puts a gated call of a client that cannot elicit to the
+// operators (approvals.operator) and waits for their answer, before any
+// slot is taken and outside the run timeout. A client that sent a
+// progress token hears "awaiting operator approval (id …)" at once and
+// again every heartbeat while it waits. The request ending (the client
+// cancels or goes away) withdraws it everywhere.
+func (s *Server) operatorGate(ctx context.Context, e *entry, req mcp.CallToolRequest, input json.RawMessage, line string, rec *record) (*mcp.CallToolResult, bool) {
+	caller := approval.Caller{}
+	if c := auth.CallerFrom(ctx); c != nil && !c.Static {
+		caller = approval.Caller{Subject: c.Subject, Roles: c.Roles, ClientID: c.ClientID}
+	} else if c != nil {
+		caller = approval.Caller{Subject: c.Subject}
+	}
+	var (
+		tell  func(string)
+		stopC = make(chan struct{})
+	)
+	if token := progressToken(req); token != nil {
+		send := s.notifier(ctx, token)
+		tell = func(msg string) { send(0, msg) }
+	}
+	defer close(stopC)
+	dec, err := s.cfg.Approvals.Request(ctx, approval.Pending{
+		Tool:    e.def.Name,
+		Command: line,
+		Digest:  audit.Digest(input),
+		Caller:  caller,
+		Announced: func(r approval.Request) {
+			if tell == nil {
+				return
+			}
+			msg := "awaiting operator approval (id " + r.ID + ")"
+			tell(msg)
+			go func() {
+				t := time.NewTicker(operatorHeartbeat)
+				defer t.Stop()
+				for {
+					select {
+					case <-stopC:
+						return
+					case <-t.C:
+						tell(msg)
+					}
+				}
+			}()
+		},
+	})
+	switch {
+	case err == nil && dec.Approved():
+		rec.approval = "approved by operator " + dec.Approver
+		rec.gate, rec.approver = audit.DecisionOperator, dec.Approver
+		s.cfg.Metrics.Approval(ops.AnswerAccepted)
+		return nil, true
+	case err == nil && dec.Outcome == approval.OutcomeExpired:
+		s.cfg.Metrics.Approval(ops.AnswerTimeout)
+		res := s.deny(e, rec, fmt.Sprintf("no operator answered approval %s in time", dec.Request.ID))
+		rec.gate = audit.DecisionTimedOut
+		return res, false
+	case err == nil:
+		s.cfg.Metrics.Approval(ops.AnswerDeclined)
+		res := s.deny(e, rec, fmt.Sprintf("operator %s denied approval %s: %s", dec.Approver, dec.Request.ID, dec.Reason))
+		rec.approver = dec.Approver
+		return res, false
+	default:
+		s.cfg.Metrics.Approval(ops.AnswerError)
+		return s.deny(e, rec, "asking an operator failed: "+err.Error()), false
+	}
+}
+
+// operatorHeartbeat is how often a client waiting for an operator hears
+// that it still waits: the A2A stream's heartbeat interval, so both
+// surfaces keep callers informed alike.
+const operatorHeartbeat = a2a.HeartbeatInterval
 
 // redeem checks an answer carried by a retried call: the nonce must be one
 // this server issued, unexpired, unused, and issued for this tool and these

@@ -53,7 +53,7 @@ func (s *Server) auditCall(ctx context.Context, rec *record, start time.Time, d 
 		Instance: s.cfg.Instance,
 		Surface:  audit.SurfaceMCP,
 		Tool:     rec.tool,
-		Gate:     audit.Gate{Decision: rec.gate},
+		Gate:     audit.Gate{Decision: rec.gate, Approver: rec.approver},
 		Outcome: audit.Outcome{
 			Result:     results[rec.outcome],
 			ExitCode:   rec.exitCode,

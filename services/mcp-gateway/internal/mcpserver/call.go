@@ -42,11 +42,12 @@ type record struct {
 	// auth.StaticSubject.
 	caller string
 	// who is the caller; input the call's arguments as sent; gate the
-	// approval gate's decision (an audit.Decision*); all for the audit
-	// record.
+	// approval gate's decision (an audit.Decision*) and approver the
+	// operator who approved; all for the audit record.
 	who      *auth.Caller
 	input    json.RawMessage
 	gate     string
+	approver string
 	protocol string
 	outcome  string
 	command  string

@@ -14,6 +14,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/approval"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
@@ -96,6 +97,12 @@ type Config struct {
 	// AuditDigestOnly leaves arguments and command lines out of the audit
 	// records, keeping their digest (audit.arguments: digest).
 	AuditDigestOnly bool
+	// Approvals, when set, has an operator approve the gated calls of
+	// clients that cannot elicit (approvals.operator), instead of
+	// confirm_over_mcp's auto or always; a client that can elicit is
+	// still asked itself, and its decline is final. The caller owns it
+	// and closes it after the server.
+	Approvals *approval.Broker
 	// RemoteContext, when set, is asked before a remote tool is called
 	// for a caller whose policy role names a nats context: it returns the
 	// context the call is made with, carrying that role's NATS
