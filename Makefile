@@ -23,6 +23,12 @@ CONFORMANCE         := $(NPM_DIR)/node_modules/.bin/conformance
 # on it may move.
 MCP_SDK_VERSION     := 1.32.2
 MCP_SDK             := $(NPM_DIR)/node_modules/@modelcontextprotocol/sdk
+# playwright-core drives Debian's chromium (/usr/bin/chromium, installed
+# with apt-get) in TestApprovalsWebBrowser (integration/browser): the
+# library alone, no browser download, pinned to a version known to speak
+# the DevTools protocol of bookworm's chromium.
+PLAYWRIGHT_VERSION  := 1.64.1
+PLAYWRIGHT          := $(NPM_DIR)/node_modules/playwright-core
 
 # FUZZTIME is per fuzz target: a duration for `make fuzz`, an execution
 # count for the short run inside `make test` (a count has no deadline to
@@ -52,8 +58,10 @@ build:
 	CGO_ENABLED=0 go build -o bin/mcp-gateway ./services/mcp-gateway
 	CGO_ENABLED=0 go build -o bin/fiskdemo ./integration/fiskdemo
 
-# tools installs the real programs the tests drive: the nats CLI (natscli
-# v0.5.0), Node with the MCP conformance suite (TestMCPConformance), and
+# tools installs the real programs the tests drive: Debian's chromium
+# with apt-get (as root, when /usr/bin/chromium is missing) and
+# playwright-core to drive it (TestApprovalsWebBrowser), the nats CLI
+# (natscli v0.5.0), Node with the MCP conformance suite (TestMCPConformance), and
 # Claude Code (TestClaudeCodeWithToken), whose npm package ships its native
 # binary (about 400 MB) in a platform package an install script links in.
 # Each is skipped when its pinned version is already installed. The `node`
@@ -62,6 +70,12 @@ build:
 tools: CLAUDE_CODE_VERSION := 2.1.332
 tools: CLAUDE_CODE := $(NPM_DIR)/node_modules/.bin/claude
 tools:
+	@test -x /usr/bin/chromium || { \
+		echo "== apt-get install chromium"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null && \
+		test -x /usr/bin/chromium || { \
+			echo "make tools: /usr/bin/chromium is missing and apt-get could not install Debian's chromium package: install it as root"; exit 1; }; \
+	}
 	@test -x $(GOBIN)/nats && $(GOBIN)/nats --version 2>&1 | grep -q '0.5.0' || go install $(NATSCLI)
 	@$(NPM_NODE) --version 2>/dev/null | grep -qx 'v$(NODE_VERSION)' && \
 	 $(NPM_NODE) $(CONFORMANCE) --version 2>/dev/null | grep -qx '$(CONFORMANCE_VERSION)' || { \
@@ -80,6 +94,13 @@ tools:
 			@modelcontextprotocol/sdk@$(MCP_SDK_VERSION) && \
 		grep -qs '"version": "$(MCP_SDK_VERSION)"' $(MCP_SDK)/package.json || { \
 			echo "make tools: $(MCP_SDK) is not version $(MCP_SDK_VERSION): check npm's output above"; exit 1; }; \
+	}
+	@grep -qs '"version": "$(PLAYWRIGHT_VERSION)"' $(PLAYWRIGHT)/package.json || { \
+		echo "== npm install playwright-core@$(PLAYWRIGHT_VERSION) into $(NPM_DIR)"; \
+		npm install --prefix $(NPM_DIR) --save-exact --no-audit --no-fund --loglevel=error \
+			playwright-core@$(PLAYWRIGHT_VERSION) && \
+		grep -qs '"version": "$(PLAYWRIGHT_VERSION)"' $(PLAYWRIGHT)/package.json || { \
+			echo "make tools: $(PLAYWRIGHT) is not version $(PLAYWRIGHT_VERSION): check npm's output above"; exit 1; }; \
 	}
 	@DISABLE_AUTOUPDATER=1 $(CLAUDE_CODE) --version 2>/dev/null | grep -q '^$(CLAUDE_CODE_VERSION) ' || { \
 		echo "== npm install @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) into $(NPM_DIR)"; \
