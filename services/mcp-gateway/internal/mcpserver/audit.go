@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -77,8 +78,8 @@ func (s *Server) auditCall(ctx context.Context, rec *record, start time.Time, d 
 		r.Caller = audit.Caller{Subject: c.Subject, Roles: c.Roles, ClientID: c.ClientID}
 	}
 	r.SetArguments(rec.input, s.cfg.AuditDigestOnly)
-	if rec.command != "" {
-		r.SetCommand(rec.command, s.cfg.AuditDigestOnly)
+	if line := cmp.Or(rec.command, rec.line); line != "" {
+		r.SetCommand(line, s.cfg.AuditDigestOnly)
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		r.TraceID = sc.TraceID().String()

@@ -48,6 +48,10 @@ type record struct {
 	input    json.RawMessage
 	gate     string
 	approver string
+	// line is the command line a call ran or would have run, for the
+	// audit record only: the log line names it for gated calls alone
+	// (command).
+	line     string
 	protocol string
 	outcome  string
 	command  string
@@ -153,7 +157,15 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 		treq.Output = p
 		defer func() { p.stop(ctx.Err() == nil) }()
 	}
+	if s.cfg.Audit != nil && e.liner != nil && rec.command == "" {
+		// Known before the run, so a call that times out or is
+		// canceled is recorded with what it was running.
+		rec.line, _ = e.liner.CommandLine(input)
+	}
 	out, err := e.tool.Call(runCtx, treq)
+	if out.Result != nil {
+		rec.line = out.Result.Command
+	}
 	switch {
 	case err != nil && ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		msg := fmt.Sprintf("%s did not finish within the tool timeout of %s (expose.agent.mcp.tool_timeout)", name, s.cfg.Timeout)
