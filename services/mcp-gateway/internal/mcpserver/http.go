@@ -55,13 +55,38 @@ func checkOrigin(next http.Handler, allowed []string) http.Handler {
 			return
 		}
 		origin, present := r.Header["Origin"]
-		if !present || len(origin) == 1 && (slices.Contains(allowed, origin[0]) || ownOrigin(r, origin[0])) {
+		if present && len(origin) == 1 && slices.Contains(allowed, origin[0]) {
+			// A page of an allowed origin is another origin: the browser
+			// lets it read the answers only with CORS headers, and asks
+			// first (a preflight, carrying no token) for what it sends.
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin[0])
+			h.Add("Vary", "Origin")
+			h.Set("Access-Control-Expose-Headers", corsExposed)
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+				h.Set("Access-Control-Allow-Headers", corsAllowed)
+				h.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !present || len(origin) == 1 && ownOrigin(r, origin[0]) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		http.Error(w, fmt.Sprintf("forbidden: Origin %q is not allowed; add it to expose.agent.mcp.allowed_origins to serve that page", strings.Join(origin, ", ")), http.StatusForbidden)
 	})
 }
+
+// The headers a browser page of an allowed origin may send and read: what
+// the streamable HTTP transport and the authorization flow use.
+const (
+	corsAllowed = "Authorization, Content-Type, Accept, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version"
+	corsExposed = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate"
+)
 
 // ownOrigin reports whether origin is the gateway's own address: a
 // loopback host with the port of the loopback connection r came in on.

@@ -283,3 +283,52 @@ func TestCancelledCallGetsNoResponse(t *testing.T) {
 		t.Errorf("next call: got %q, want its answer", text)
 	}
 }
+
+// TestCORS shows a page of an allowed origin getting what a browser needs
+// to use the gateway from another origin: a preflight answered without a
+// token, and answers it may read, with the session and challenge headers
+// exposed. Other origins get none of it.
+func TestCORS(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	_, url := startServer(t, Config{AllowedOrigins: []string{"https://console.example.com"}, AuthToken: "tok"}, app.Tools())
+	send := func(method, origin string, h map[string]string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Origin", origin)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+
+	pre := send(http.MethodOptions, "https://console.example.com", map[string]string{
+		"Access-Control-Request-Method":  "POST",
+		"Access-Control-Request-Headers": "authorization, content-type, mcp-session-id",
+	})
+	if pre.StatusCode != http.StatusNoContent || pre.Header.Get("Access-Control-Allow-Origin") != "https://console.example.com" ||
+		!strings.Contains(pre.Header.Get("Access-Control-Allow-Headers"), "Authorization") ||
+		!strings.Contains(pre.Header.Get("Access-Control-Allow-Methods"), "POST") {
+		t.Errorf("preflight: got %d with %v, want 204 allowing the origin, POST and Authorization", pre.StatusCode, pre.Header)
+	}
+
+	// Without the token: the 401 is readable, and so is its challenge.
+	unauth := send(http.MethodPost, "https://console.example.com", nil)
+	if unauth.StatusCode != http.StatusUnauthorized || unauth.Header.Get("Access-Control-Allow-Origin") != "https://console.example.com" ||
+		!strings.Contains(unauth.Header.Get("Access-Control-Expose-Headers"), "WWW-Authenticate") ||
+		!strings.Contains(unauth.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") {
+		t.Errorf("unauthenticated: got %d with %v, want 401 readable by the page, exposing the challenge and the session id", unauth.StatusCode, unauth.Header)
+	}
+
+	foreign := send(http.MethodOptions, "https://evil.example.com", map[string]string{"Access-Control-Request-Method": "POST"})
+	if foreign.StatusCode != http.StatusForbidden || foreign.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("foreign preflight: got %d with %v, want 403 and no CORS headers", foreign.StatusCode, foreign.Header)
+	}
+}
