@@ -422,9 +422,33 @@ func TestApprovalRefusals(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		t.Parallel()
 		marker := filepath.Join(t.TempDir(), "deployed")
+		// The request lives 2s: caught from its event rather than by
+		// polling approvals ls, which a loaded machine might not do in
+		// time.
+		nc := f.ns.Connect(t)
+		events, err := nc.SubscribeSync(approval.EventsSubject("apprshort"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		start := time.Now()
 		cli := f.callDeploy(t, "apprshort", "ci", marker, true)
-		req := f.waitRequest(t, "apprshort", marker)
+		var req approval.Request
+		for req.ID == "" {
+			m, err := events.NextMsg(20 * time.Second)
+			if err != nil {
+				t.Fatalf("waiting for the request: %v", err)
+			}
+			var ev approval.Event
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type == approval.EventRequested && strings.Contains(ev.Request.Command, marker) {
+				req = *ev.Request
+			}
+		}
 		code := cli.Wait(t, 20*time.Second)
 		elapsed := time.Since(start)
 		if code != 1 || !strings.Contains(cli.Stdout(), "error: deploy was not run: no operator answered approval "+req.ID+" in time") {
