@@ -161,7 +161,9 @@ func requireApprovalsPage(tb testing.TB, url string) {
 // webRecord waits for the one audit record of the deploy writing marker.
 func webRecord(tb testing.TB, f *apprFleet, marker string) *audit.Record {
 	tb.Helper()
-	mine := func(r *audit.Record) bool { return r.Tool == "deploy" && strings.Contains(r.Command, "--marker="+marker) }
+	mine := func(r *audit.Record) bool {
+		return r.Tool == "deploy" && strings.Contains(r.Command, "--marker="+marker)
+	}
 	fisktest.WaitFor(tb, 10*time.Second, "the audit record of the deploy writing "+marker, func() bool { return len(f.trail.where(mine)) > 0 })
 	recs := f.trail.where(mine)
 	if len(recs) != 1 {
