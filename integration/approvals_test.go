@@ -384,7 +384,8 @@ func TestApprovalFollowWatchApprove(t *testing.T) {
 
 // TestApprovalRefusals leaves a gated deploy not run in each way it can
 // be refused: denied with a reason, timed out, withdrawn by the caller's
-// Ctrl-C, answered with the wrong arguments digest; and an approval
+// Ctrl-C or by the agent stopping, answered with the wrong arguments
+// digest; and an approval
 // replayed after the call ran runs nothing a second time. Each leaves one
 // audit record naming the decision.
 func TestApprovalRefusals(t *testing.T) {
@@ -392,6 +393,7 @@ func TestApprovalRefusals(t *testing.T) {
 	f := newApprFleet(t)
 	f.serve(t, "apprref", 1, map[string]any{"operator": true, "timeout": "40s"}, nil)
 	f.serve(t, "apprshort", 1, map[string]any{"operator": true, "timeout": "2s"}, nil)
+	stopping := f.serve(t, "apprstop", 1, map[string]any{"operator": true, "timeout": "40s"}, nil)[0]
 
 	t.Run("deny", func(t *testing.T) {
 		t.Parallel()
@@ -498,6 +500,32 @@ func TestApprovalRefusals(t *testing.T) {
 		if !strings.Contains(rec.Outcome.Message, "withdrawn") {
 			t.Errorf("audit message: got %q, want it to say withdrawn", rec.Outcome.Message)
 		}
+	})
+
+	t.Run("agent stopped", func(t *testing.T) {
+		t.Parallel()
+		marker := filepath.Join(t.TempDir(), "deployed")
+		cli := f.callDeploy(t, "apprstop", "ci", marker, true)
+		req := f.waitRequest(t, "apprstop", marker)
+		// The agent drains for its --drain-timeout of 2s, then withdraws
+		// what still waits.
+		stopping.Signal(t, syscall.SIGTERM)
+		if code := stopping.Wait(t, 15*time.Second); code != 0 {
+			t.Errorf("agent: exit %d, want 0", code)
+		}
+		if code := cli.Wait(t, 10*time.Second); code != 1 || !strings.Contains(cli.Stdout(), "error: deploy was not run: its approval was withdrawn") {
+			t.Errorf("caller: exit %d, output\n%s\nwant exit 1 saying the approval was withdrawn", code, cli.Output())
+		}
+		if f.listed(t, "apprstop", req.ID) {
+			t.Errorf("approvals ls: still lists %s, want it withdrawn with its instance", req.ID)
+		}
+		if _, err := f.answerAs(t, req, true, "alice", ""); !errors.Is(err, approval.ErrInstanceGone) {
+			t.Errorf("approving at the stopped instance: got %v, want it gone", err)
+		}
+		if fileExists(marker) {
+			t.Error("the withdrawn deploy ran")
+		}
+		checkGated(t, f.trail.one(t, req.Digest), req, audit.DecisionDeclined, "", audit.ResultDenied)
 	})
 
 	t.Run("replayed approval", func(t *testing.T) {
