@@ -712,12 +712,13 @@ func TestApprovalThreeInstances(t *testing.T) {
 		}
 	}
 
+	bin := fleettest.A2AAgent(t)
 	byMarker := map[string]approval.Request{}
 	for _, r := range pending {
 		// One approvals approve per request, several at once, as
 		// several operators would.
 		wg.Go(func() {
-			cmd := exec.Command(fleettest.A2AAgent(t), "approvals", "approve", r.ID, "--identity", "apprthree", "--as", "alice", "--context", fleetContext)
+			cmd := exec.Command(bin, "approvals", "approve", r.ID, "--identity", "apprthree", "--as", "alice", "--context", fleetContext)
 			cmd.Env = f.home.Env()
 			if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "approved "+r.ID) {
 				t.Errorf("approvals approve %s: %v\n%s", r.ID, err, out)
