@@ -131,7 +131,9 @@ func TestApprovalsWebBrowser(t *testing.T) {
 	b.next(t, "seen")
 	t.Logf("screenshot: %s", b.next(t, "screenshot").Path)
 	cli.Signal(t, syscall.SIGINT)
-	b.next(t, "gone")
+	if ev := b.next(t, "gone"); ev.Feed != "stream" {
+		t.Errorf("the page followed the list by %q, want the event stream", ev.Feed)
+	}
 	b.wait(t)
 	if code := cli.Wait(t, 20*time.Second); code != 1 || fileExists(marker3) {
 		t.Errorf("caller: exit %d, marker written %t, want 1 and nothing run\n%s", code, fileExists(marker3), cli.Output())
@@ -182,6 +184,7 @@ type browserEvent struct {
 	Caller  string `json:"caller"`
 	Message string `json:"message"`
 	Path    string `json:"path"`
+	Feed    string `json:"feed"`
 }
 
 // browserRun is the running script: its events, its exit, its stderr.

@@ -143,7 +143,8 @@ try {
   await row(id).waitFor({ state: "detached" });
   if (!(await page.evaluate(() => window.__sameDocument === true))) throw new Error("the page reloaded");
   await page.waitForSelector("#empty:not([hidden])", { state: "attached" });
-  say("gone", { id });
+  // How the list came: "stream" (server-sent events) or "poll".
+  say("gone", { id, feed: await page.evaluate(() => document.body.dataset.feed ?? "") });
   check();
 } catch (e) {
   failed = true;

@@ -93,7 +93,9 @@ func TestPageInChromium(t *testing.T) {
 	if err := <-third; err == nil {
 		t.Errorf("the withdrawn request returned no error")
 	}
-	lines.next(t, "gone")
+	if ev := lines.next(t, "gone"); ev.Feed != "stream" {
+		t.Errorf("the page followed the list by %q, want the event stream", ev.Feed)
+	}
 	lines.wait(t)
 	if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
 		t.Errorf("no screenshot at %s: %v", shot, err)
@@ -131,6 +133,7 @@ type scriptEvent struct {
 	Caller  string `json:"caller"`
 	Message string `json:"message"`
 	Path    string `json:"path"`
+	Feed    string `json:"feed"`
 }
 
 // scriptLines are the events of a running browser script.
