@@ -307,8 +307,9 @@ var watchedRE = regexp.MustCompile(`approval request (\S+) from (\S+) \(instance
 // TestApprovalFollowWatchApprove is the operator's path end to end: `a2a-agent
 // call --follow` of the gated deploy waits, the operator's `approvals
 // watch` in another process shows the request with its exact command line
-// and the claimed caller, `y` approves it, the command runs once, and its
-// output and exit code reach the caller. The audit record says who
+// and the claimed caller, `y` approves it (a second operator's watch is
+// told), the command runs once, and its output and exit code reach the
+// caller. The audit record says who
 // approved.
 func TestApprovalFollowWatchApprove(t *testing.T) {
 	t.Parallel()
@@ -326,6 +327,7 @@ func TestApprovalFollowWatchApprove(t *testing.T) {
 	}
 
 	w := f.watch(t, "alice")
+	other := f.watch(t, "bob")
 	marker := filepath.Join(t.TempDir(), "deployed")
 	cli := f.callDeploy(t, "apprwatch", "ci", marker, true)
 
@@ -360,8 +362,11 @@ func TestApprovalFollowWatchApprove(t *testing.T) {
 		}
 	})
 
+	other.wait(t, "approval request "+id, 10*time.Second)
 	w.typeLine(t, "y")
 	w.wait(t, "approved "+id, 10*time.Second)
+	// The other operator's prompt moves on.
+	other.wait(t, "request "+id+" was approved meanwhile by alice", 10*time.Second)
 	if code := cli.Wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("caller: exit %d, want 0\n%s", code, cli.Output())
 	}
