@@ -354,11 +354,7 @@ func TestApprovalFollowWatchApprove(t *testing.T) {
 	}
 	t.Run("call --follow names the approval it awaits", func(t *testing.T) {
 		if want := "awaiting operator approval (id " + id + ")"; !strings.Contains(cli.Output(), want) {
-			// The agent sends the status event (TestApprovalStream in
-			// the server's tests reads it off the wire), but
-			// a2a.Client.StreamTool hands only text blocks to its
-			// caller, so the CLI cannot print it.
-			t.Skipf("known gap: call --follow printed %q while waiting, not %q", cli.Output(), want)
+			t.Errorf("call --follow printed %q while waiting, want it to say %q", cli.Output(), want)
 		}
 	})
 
