@@ -65,7 +65,8 @@ func auditStreamAdd(tb testing.TB) []string {
 // else, an `a2a-agent serve` on demo and an `mcp-gateway serve` on gw
 // importing demo's tools behind a static token and a policy. Calls over
 // MCP (local, remote, refused by the policy) and over A2A with the
-// `a2a-agent call` CLI (ok, a non-zero exit, --follow) each leave their
+// `a2a-agent call` CLI (ok, a non-zero exit, --follow; the CLI streams
+// every call, so each is recorded on the stream surface) each leave their
 // records: in the stream, schema-valid, with the fields each call
 // implies; a remote call leaves one on each service with the same digest;
 // both tails print every record.
@@ -156,8 +157,8 @@ func TestAuditTrail(t *testing.T) {
 		{audit.ServiceMCPGateway, "gw", audit.SurfaceMCP, "demo_echo", "static-token", audit.DecisionNotGated, audit.ResultOK, audit.ExitCode(0), `{"message":"remote","upper":true}`},
 		{audit.ServiceA2AAgent, "demo", "", "echo", "gw", audit.DecisionNotGated, audit.ResultOK, audit.ExitCode(0), `{"message":"remote","upper":true}`},
 		{audit.ServiceMCPGateway, "gw", audit.SurfaceMCP, "restart", "static-token", audit.DecisionPolicy, audit.ResultRefused, nil, `{"marker":"` + marker + `"}`},
-		{audit.ServiceA2AAgent, "demo", audit.SurfaceA2A, "echo", "planner", audit.DecisionNotGated, audit.ResultOK, audit.ExitCode(0), `{"message":"a2a"}`},
-		{audit.ServiceA2AAgent, "demo", audit.SurfaceA2A, "fail", "planner", audit.DecisionNotGated, audit.ResultFailed, audit.ExitCode(3), `{"code":3}`},
+		{audit.ServiceA2AAgent, "demo", audit.SurfaceA2AStream, "echo", "planner", audit.DecisionNotGated, audit.ResultOK, audit.ExitCode(0), `{"message":"a2a"}`},
+		{audit.ServiceA2AAgent, "demo", audit.SurfaceA2AStream, "fail", "planner", audit.DecisionNotGated, audit.ResultFailed, audit.ExitCode(3), `{"code":3}`},
 		{audit.ServiceA2AAgent, "demo", audit.SurfaceA2AStream, "echo", "planner", audit.DecisionNotGated, audit.ResultOK, audit.ExitCode(0), `{"message":"streamed"}`},
 	}
 
