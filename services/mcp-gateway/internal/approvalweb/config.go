@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 )
@@ -165,10 +165,10 @@ func (c Config) Validate() error {
 		names[t.Name], tokens[t.Token] = true, t.Name
 	}
 	if o := c.OIDC; o != nil {
-		if err := absoluteURL(o.Issuer); err != nil {
+		if err := auth.AbsoluteURL(o.Issuer); err != nil {
 			return fmt.Errorf("%w: issuer: %w", ErrInvalidConfig, err)
 		}
-		if err := absoluteURL(o.RedirectURL); err != nil {
+		if err := auth.AbsoluteURL(o.RedirectURL); err != nil {
 			return fmt.Errorf("%w: redirect URL: %w", ErrInvalidConfig, err)
 		}
 		if o.ClientID == "" {
@@ -177,19 +177,6 @@ func (c Config) Validate() error {
 		if o.Policy == nil {
 			return fmt.Errorf("%w: signing in at the authorization server needs expose.agent.mcp.policy with a role of approve: true, or nobody may answer", ErrInvalidConfig)
 		}
-	}
-	return nil
-}
-
-// absoluteURL refuses anything but an http or https URL with a host and
-// no fragment.
-func absoluteURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
-		return fmt.Errorf("%q is not an absolute http(s) URL without fragment", s)
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ func (o *oidcClient) metadata(ctx context.Context) (providerMeta, error) {
 	switch {
 	case meta.Issuer != o.cfg.Issuer:
 		return providerMeta{}, fmt.Errorf("discovering the issuer: %s names issuer %q, not %q", u, meta.Issuer, o.cfg.Issuer)
-	case absoluteURL(meta.AuthorizationEndpoint) != nil || absoluteURL(meta.TokenEndpoint) != nil:
+	case auth.AbsoluteURL(meta.AuthorizationEndpoint) != nil || auth.AbsoluteURL(meta.TokenEndpoint) != nil:
 		return providerMeta{}, fmt.Errorf("discovering the issuer: %s lacks an absolute authorization_endpoint or token_endpoint", u)
 	}
 	o.mu.Lock()

@@ -63,7 +63,7 @@ func (v *Verifier) fetchJWKSURL(ctx context.Context) (string, error) {
 		if meta.Issuer != v.cfg.Auth.Issuer {
 			return "", fmt.Errorf("%w: %s names issuer %q, want exactly %q", ErrDiscovery, u, meta.Issuer, v.cfg.Auth.Issuer)
 		}
-		if err := absoluteURL(meta.JWKSURI); err != nil {
+		if err := AbsoluteURL(meta.JWKSURI); err != nil {
 			return "", fmt.Errorf("%w: %s: jwks_uri: %w", ErrDiscovery, u, err)
 		}
 		return meta.JWKSURI, nil

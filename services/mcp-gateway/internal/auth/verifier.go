@@ -95,14 +95,14 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	if err := absoluteURL(c.Auth.Issuer); err != nil {
+	if err := AbsoluteURL(c.Auth.Issuer); err != nil {
 		return fmt.Errorf("%w: issuer: %w", ErrInvalidConfig, err)
 	}
-	if err := absoluteURL(c.Resource); err != nil {
+	if err := AbsoluteURL(c.Resource); err != nil {
 		return fmt.Errorf("%w: resource: %w", ErrInvalidConfig, err)
 	}
 	if c.Auth.JWKSURL != "" {
-		if err := absoluteURL(c.Auth.JWKSURL); err != nil {
+		if err := AbsoluteURL(c.Auth.JWKSURL); err != nil {
 			return fmt.Errorf("%w: jwks_url: %w", ErrInvalidConfig, err)
 		}
 	}
@@ -117,8 +117,10 @@ func (c Config) validate() error {
 	return nil
 }
 
-// absoluteURL refuses anything but an http or https URL with a host.
-func absoluteURL(s string) error {
+// AbsoluteURL refuses anything but an http or https URL with a host and
+// no fragment: what an issuer, a key set, a resource or a redirect URL
+// must be.
+func AbsoluteURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
 		return err
