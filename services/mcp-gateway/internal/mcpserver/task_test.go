@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
@@ -167,7 +168,7 @@ func TestTaskRunsToCompletion(t *testing.T) {
 
 	args := map[string]any{"message": "as a task"}
 	task := createTask(t, c, "echo", args, map[string]any{})
-	if !strings.HasPrefix(task.TaskId, taskIDPrefix) || task.TTL == nil || *task.TTL != config.DefaultTaskRetention.Milliseconds() || task.PollInterval == nil {
+	if !strings.HasPrefix(task.TaskId, tasks.IDPrefix) || task.TTL == nil || *task.TTL != config.DefaultTaskRetention.Milliseconds() || task.PollInterval == nil {
 		t.Errorf("created: got %+v, want an id, the default retention as ttl and a poll interval", task)
 	}
 	if task.Status != mcp.TaskStatusWorking && task.Status != mcp.TaskStatusCompleted {
@@ -528,7 +529,7 @@ func TestTaskSessionIsolation(t *testing.T) {
 		t.Fatalf("closing the owner's session: %v", err)
 	}
 	fisktest.WaitFor(t, 10*time.Second, "the ended session's command to be killed", func() bool { return fisktest.ProcessGone(pid) })
-	fisktest.WaitFor(t, 10*time.Second, "the ended session's tasks to be dropped", func() bool { return s.tasks.count() == 0 })
+	fisktest.WaitFor(t, 10*time.Second, "the ended session's tasks to be dropped", func() bool { return s.tasks.Count(t.Context()) == 0 })
 }
 
 // TestTaskHostileInput: malformed task parameters and task ids are refused
@@ -580,7 +581,7 @@ func TestTaskHostileInput(t *testing.T) {
 		}
 	})
 
-	if n := s.tasks.count(); n != 0 {
+	if n := s.tasks.Count(t.Context()); n != 0 {
 		t.Fatalf("tasks kept after the refusals: got %d, want 0", n)
 	}
 	// The one room of max_tasks 1 is free: the refusals gave it back.
