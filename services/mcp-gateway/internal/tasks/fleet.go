@@ -119,7 +119,7 @@ func (f *Fleet) Start(ctx context.Context, m *Manager) error {
 	if err != nil {
 		return fmt.Errorf("subscribing to %s: %w", CancelSubject(f.cfg.Identity, f.cfg.Instance), err)
 	}
-	if err := f.nc.FlushWithContext(ctx); err != nil {
+	if err := f.nc.FlushTimeout(f.cfg.InstanceTTL / 3); err != nil {
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("subscribing to %s: %w", CancelSubject(f.cfg.Identity, f.cfg.Instance), err)
 	}
