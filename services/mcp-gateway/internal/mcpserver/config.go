@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/trace"
 
@@ -139,6 +140,11 @@ type Config struct {
 	// another one is asked to cancel it; nil means every task's call runs
 	// here.
 	TaskCanceller tasks.Canceller
+	// ApprovalBucket, when set, keeps the approvals asked of 2026-07-28
+	// clients between a call and its retry (the fleet's bucket), so that
+	// the retry may reach any gateway; nil keeps them in this process,
+	// where only this gateway honours them. The caller owns it.
+	ApprovalBucket jetstream.KeyValue
 	// Listening, when set, is called once [Server.Serve] has bound its
 	// address, with the address actually bound (the port is known even
 	// when 0 was asked for).

@@ -45,7 +45,7 @@ type Server struct {
 	// shares holds each caller's own slots, when its policy role limits
 	// it (access.go).
 	shares    policy.Shares
-	approvals *approvals
+	approvals approvalNonces
 	// entries maps each served name to its entry. It is replaced whole,
 	// never modified, so a call reads it without a lock.
 	entries atomic.Pointer[map[string]*entry]
@@ -100,6 +100,9 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		sessions:   newSessions(cfg.SessionIdleTimeout, cfg.MaxSessions, time.Now),
 		cancels:    newCancellations(),
 		stopExpiry: make(chan struct{}),
+	}
+	if cfg.ApprovalBucket != nil {
+		s.approvals = &bucketApprovals{kv: cfg.ApprovalBucket, ttl: cfg.ApprovalTimeout, now: time.Now}
 	}
 	store := cfg.TaskStore
 	if store == nil {

@@ -137,15 +137,12 @@ func (f *Fleet) Start(ctx context.Context, m *Manager) error {
 // (its tasks were already ended by its own shutdown). It is idempotent.
 func (f *Fleet) Stop() {
 	f.mu.Lock()
-	sub, stop, done := f.sub, f.stop, f.done
-	f.sub, f.stop, f.done = nil, nil, nil
+	running := f.stop != nil
 	f.mu.Unlock()
-	if stop == nil {
+	if !running {
 		return
 	}
-	_ = sub.Unsubscribe()
-	stop()
-	<-done
+	f.Silence()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = f.kv.kv.Delete(ctx, instanceKey(f.cfg.Instance))
@@ -289,4 +286,20 @@ func (f *Fleet) serveCancel(m *Manager, msg *nats.Msg) {
 	if msg.Reply != "" {
 		_ = msg.Respond(b)
 	}
+}
+
+// Silence stops the heartbeats and the cancel subscription without
+// deleting the instance key, as a killed process would leave things;
+// tests use it to play a dead gateway.
+func (f *Fleet) Silence() {
+	f.mu.Lock()
+	sub, stop, done := f.sub, f.stop, f.done
+	f.sub, f.stop, f.done = nil, nil, nil
+	f.mu.Unlock()
+	if stop == nil {
+		return
+	}
+	_ = sub.Unsubscribe()
+	stop()
+	<-done
 }

@@ -124,11 +124,7 @@ func TestFleetFailsDeadGatewaysTasks(t *testing.T) {
 		t.Fatalf("while a heartbeats: got %v, want working", got.Status)
 	}
 	// a dies: no more heartbeats, no clean stop.
-	a.fleet.mu.Lock()
-	stop := a.fleet.stop
-	a.fleet.stop = nil
-	a.fleet.mu.Unlock()
-	stop()
+	a.fleet.Silence()
 	a.nc.Close()
 	died := time.Now()
 

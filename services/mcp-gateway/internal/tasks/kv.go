@@ -129,6 +129,9 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, bucket string, repl
 		Description: "fiskfleet MCP gateway fleet: tasks, heartbeats and approvals",
 		History:     1,
 		Replicas:    replicas,
+		// Per-key ttls (approvals expire by themselves) need markers;
+		// a minute lets a watcher see a key go.
+		LimitMarkerTTL: time.Minute,
 	})
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		// Another gateway created it meanwhile.
