@@ -479,3 +479,7 @@ func (s *Server) sweepTasks() {
 		s.log.Warn("sweeping expired MCP tasks", "agent", s.cfg.Identity, "error", err)
 	}
 }
+
+// Tasks returns the server's task manager, for a fleet's membership
+// ([tasks.Fleet.Start]) to stop the calls other gateways cancel.
+func (s *Server) Tasks() *tasks.Manager { return s.tasks }
