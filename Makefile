@@ -59,7 +59,8 @@ build:
 	CGO_ENABLED=0 go build -o bin/fiskdemo ./integration/fiskdemo
 
 # tools installs the real programs the tests drive: Debian's chromium
-# with apt-get (as root, when /usr/bin/chromium is missing) and
+# with apt-get (when /usr/bin/chromium is missing and make runs as root, as
+# in CI; anyone else is told to install it) and
 # playwright-core to drive it (TestApprovalsWebBrowser), the nats CLI
 # (natscli v0.5.0), Node with the MCP conformance suite (TestMCPConformance), and
 # Claude Code (TestClaudeCodeWithToken), whose npm package ships its native
@@ -70,12 +71,14 @@ build:
 tools: CLAUDE_CODE_VERSION := 2.1.332
 tools: CLAUDE_CODE := $(NPM_DIR)/node_modules/.bin/claude
 tools:
-	@test -x /usr/bin/chromium || { \
+	@test -x /usr/bin/chromium || if [ "$$(id -u)" = 0 ]; then \
 		echo "== apt-get install chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null && \
 		test -x /usr/bin/chromium || { \
-			echo "make tools: /usr/bin/chromium is missing and apt-get could not install Debian's chromium package: install it as root"; exit 1; }; \
-	}
+			echo "make tools: /usr/bin/chromium is missing and apt-get could not install Debian's chromium package: check apt-get's output above"; exit 1; }; \
+	else \
+		echo "make tools: no /usr/bin/chromium, and installing it needs root: run sudo apt-get install chromium, or the browser tests skip"; \
+	fi
 	@test -x $(GOBIN)/nats && $(GOBIN)/nats --version 2>&1 | grep -q '0.5.0' || go install $(NATSCLI)
 	@$(NPM_NODE) --version 2>/dev/null | grep -qx 'v$(NODE_VERSION)' && \
 	 $(NPM_NODE) $(CONFORMANCE) --version 2>/dev/null | grep -qx '$(CONFORMANCE_VERSION)' || { \

@@ -98,7 +98,11 @@ func (c *callCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if c.Follow {
 		reply, err = c.follow(ctx, client, input, e)
 	} else {
-		reply, err = client.CallTool(ctx, c.Identity, c.Tool, input)
+		// Streamed where the agent streams, unary otherwise: a streamed
+		// call that this process gives up (its --timeout, Ctrl-C) is
+		// canceled at the agent, and a gated call's approval request
+		// is withdrawn, where a unary one would wait on without a caller.
+		reply, err = client.StreamTool(ctx, c.Identity, c.Tool, input, nil)
 	}
 	if err != nil {
 		return err
@@ -151,6 +155,17 @@ func (c *callCmd) follow(ctx context.Context, client *a2a.Client, input json.Raw
 		os.Exit(130)
 	}()
 	var printed strings.Builder
+	// A phase other than running (an operator's approval awaited) is
+	// told once, on stderr, as the output is not.
+	last := "running"
+	ctx = a2a.WithStatus(ctx, func(phase string) {
+		if phase != last {
+			last = phase
+			if phase != "running" {
+				fmt.Fprintln(e.stderr, phase)
+			}
+		}
+	})
 	reply, err := client.StreamTool(ctx, c.Identity, c.Tool, input, func(text string) {
 		printed.WriteString(text)
 		fmt.Fprint(e.stdout, text)

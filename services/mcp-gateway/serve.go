@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/approvalweb"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
@@ -158,8 +159,9 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	// that a port picked at start is known too.
 	var ln net.Listener
 	var oauth *auth.Verifier
+	var resource string
 	if m.Auth != nil {
-		resource := m.Auth.Resource
+		resource = m.Auth.Resource
 		if resource == "" {
 			var lc net.ListenConfig
 			if ln, err = lc.Listen(ctx, "tcp", addr); err != nil {
@@ -199,6 +201,19 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		}
 		defer broker.Close()
 	}
+	pol := policy.New(m.Policy)
+	page, err := approvalsPage(cfg, nc, resource, pol, e, log)
+	if err != nil {
+		return err
+	}
+	if page != nil {
+		defer page.Close()
+		if open == nil {
+			open = map[string]http.Handler{}
+		}
+		open["/approvals"] = page.Handler()
+		open["/approvals/"] = page.Handler()
+	}
 
 	// With fleet, tasks and pending approvals live in the bucket the
 	// identity's gateways share, and this gateway heartbeats there.
@@ -234,7 +249,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		AuditDigestOnly:    cfg.AuditDigestOnly(),
 		Authenticate:       authn,
 		Open:               open,
-		Policy:             policy.New(m.Policy),
+		Policy:             pol,
 		RemoteContext:      remoteContext,
 		Metrics:            metrics,
 		Tracer:             tp.Tracer(),
@@ -291,6 +306,50 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		return srv.ServeListener(ctx, ln)
 	}
 	return srv.Serve(ctx)
+}
+
+// approvalsPage is the /approvals page, when operator approvals are on
+// and approvers can sign in to it: with approvals.approvers' tokens, or at
+// the gateway's authorization server (approvals.web). resource is the
+// gateway's URL of /mcp under OAuth, which names the page's callback.
+func approvalsPage(cfg *config.Config, nc *nats.Conn, resource string, pol *policy.Policy, e env, log *slog.Logger) (*approvalweb.Page, error) {
+	a := cfg.Approvals
+	if a == nil || !a.Operator || (len(a.Approvers) == 0 && a.Web == nil) {
+		return nil, nil
+	}
+	pc := approvalweb.Config{NATS: nc, Logger: log}
+	for i, ap := range a.Approvers {
+		v, ok := e.lookupEnv(ap.TokenEnv)
+		if !ok || strings.TrimSpace(v) == "" {
+			return nil, fmt.Errorf("%s: approvals.approvers[%d].token_env names %s, which is not set: export it with %s's token", cfg.File, i, ap.TokenEnv, ap.Name)
+		}
+		pc.Tokens = append(pc.Tokens, approvalweb.Token{Name: ap.Name, Token: strings.TrimSpace(v)})
+	}
+	if w := a.Web; w != nil {
+		secret := ""
+		if w.ClientSecretEnv != "" {
+			v, ok := e.lookupEnv(w.ClientSecretEnv)
+			if !ok || strings.TrimSpace(v) == "" {
+				return nil, fmt.Errorf("%s: approvals.web.client_secret_env names %s, which is not set", cfg.File, w.ClientSecretEnv)
+			}
+			secret = strings.TrimSpace(v)
+		}
+		m := cfg.Expose.Agent.MCP
+		pc.OIDC = &approvalweb.OIDC{
+			Issuer:       m.Auth.Issuer,
+			ClientID:     w.ClientID,
+			ClientSecret: secret,
+			RedirectURL:  strings.TrimSuffix(resource, "/mcp") + "/approvals/callback",
+			Policy:       pol,
+			Algorithms:   m.Auth.Algorithms,
+		}
+	}
+	page, err := approvalweb.New(pc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: approvals: %w", cfg.File, err)
+	}
+	log.Info("serving the approvals page", "agent", cfg.Identity, "path", "/approvals")
+	return page, nil
 }
 
 // closeAudit publishes the audit records still buffered and flushes them,

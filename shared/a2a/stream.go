@@ -57,6 +57,17 @@ func (c *Client) Streams(ctx context.Context, identity string) (bool, error) {
 	return slices.Contains(card.Protocols, ProtocolEvent), nil
 }
 
+type statusKey struct{}
+
+// WithStatus returns ctx whose streamed calls ([Client.StreamTool]) hand
+// the phase of every status event to fn as it arrives: heartbeats say
+// "running", and a gated call waiting for an operator says "awaiting
+// operator approval (id …)". fn runs on the stream's goroutine and must
+// not block.
+func WithStatus(ctx context.Context, fn func(phase string)) context.Context {
+	return context.WithValue(ctx, statusKey{}, fn)
+}
+
 // StreamTool calls tool name on the agent identity as a streamed call,
 // handing each piece of output to onOutput as the agent sends it (the
 // pieces add up to the final reply's output), and returns the final reply.
@@ -92,6 +103,7 @@ func (c *Client) StreamTool(ctx context.Context, identity, name string, input js
 	}
 	defer conn.Close()
 	s := &callStream{conn: conn, req: req, identity: identity, onOutput: onOutput}
+	s.onStatus, _ = ctx.Value(statusKey{}).(func(string))
 	reply, err := s.run(ctx)
 	if errors.Is(err, ErrNoStreams) {
 		// The card was stale: the agent that answers now serves no
@@ -111,6 +123,8 @@ type callStream struct {
 	req      *ToolRequest
 	identity string
 	onOutput func(string)
+	// onStatus hears status events' phases ([WithStatus]); may be nil.
+	onStatus func(string)
 	// instance is the agent instance that acked, once it has.
 	instance string
 	seq      uint64
@@ -234,8 +248,15 @@ func (s *callStream) handle(raw []byte) (*ToolReply, bool, error) {
 		if s.instance == "" {
 			return nil, false, fmt.Errorf("stream %s: %w: an event before the ack", s.identity, ErrStreamBroken)
 		}
-		if text, ok := m.Block.Content.(*TextBlock); ok && s.onOutput != nil {
-			s.onOutput(text.Text)
+		switch b := m.Block.Content.(type) {
+		case *TextBlock:
+			if s.onOutput != nil {
+				s.onOutput(b.Text)
+			}
+		case *StatusBlock:
+			if s.onStatus != nil && b.Phase != "" {
+				s.onStatus(b.Phase)
+			}
 		}
 	case *ToolReply:
 		return m, true, nil

@@ -52,6 +52,17 @@ func (s *Server) approve(ctx context.Context, t tool.Tool, req *a2a.ToolRequest,
 		}
 		line = l
 	}
+	// Stopping withdraws the request at once, rather than leaving it to
+	// be approved during the drain with no slot to run in.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	dec, err := s.cfg.Approvals.Request(ctx, approval.Pending{
 		Tool:      t.Name(),
 		Command:   line,
@@ -87,6 +98,13 @@ func (s *Server) approve(ctx context.Context, t tool.Tool, req *a2a.ToolRequest,
 // subscription goroutine: it waits for one, or gives up when ctx ends or
 // the agent stops.
 func (s *Server) waitSlot(ctx context.Context) bool {
+	select {
+	case <-s.stopping:
+		// Checked first: a stopping agent starts nothing new, even when
+		// a slot happens to be free.
+		return false
+	default:
+	}
 	select {
 	case s.sem <- struct{}{}:
 		return true

@@ -316,10 +316,10 @@ func views(reqs []approval.Request, now time.Time) []requestView {
 
 // timeLeft writes d as the page's script does: "1m 05s left".
 func timeLeft(d time.Duration) string {
-	if d <= 0 {
+	s := int(d.Round(time.Second) / time.Second)
+	if s <= 0 {
 		return "expired"
 	}
-	s := int(d.Round(time.Second) / time.Second)
 	if s >= 60 {
 		return fmt.Sprintf("%dm %02ds left", s/60, s%60)
 	}

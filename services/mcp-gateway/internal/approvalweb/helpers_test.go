@@ -128,7 +128,7 @@ func servePage(tb testing.TB, f *fleet, cfg Config) *site {
 		cfg.NATS = f.ns.Connect(tb)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(s.logs, logWriter{tb}), nil))
+		cfg.Logger = newTestLogger(tb, s.logs)
 	}
 	if cfg.Tokens == nil && cfg.OIDC == nil {
 		cfg.Tokens = []Token{{Name: "alice", Token: aliceToken}, {Name: "bob", Token: bobToken}}
@@ -150,6 +150,11 @@ func mount(h http.Handler) http.Handler {
 	mux.Handle("/approvals", h)
 	mux.Handle("/approvals/", h)
 	return mux
+}
+
+// newTestLogger logs into buf, and into the test's log under -v.
+func newTestLogger(tb testing.TB, buf *fisktest.Buffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.MultiWriter(buf, logWriter{tb}), nil))
 }
 
 // logWriter writes the page's log into the test's log under -v.

@@ -512,3 +512,23 @@ func TestConfigRefused(t *testing.T) {
 		})
 	}
 }
+
+func TestTimeLeft(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "expired"},
+		{0, "expired"},
+		{400 * time.Millisecond, "expired"},
+		{600 * time.Millisecond, "1s left"},
+		{59 * time.Second, "59s left"},
+		{60 * time.Second, "1m 00s left"},
+		{2*time.Minute + 5*time.Second, "2m 05s left"},
+	}
+	for _, tt := range tests {
+		if got := timeLeft(tt.d); got != tt.want {
+			t.Errorf("timeLeft(%s): got %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}

@@ -59,7 +59,27 @@
 // # Access
 //
 // mcp-go's DNS-rebinding protection stays on: a request arriving on a
-// loopback connection must carry a loopback Host header. An optional bearer
-// token is required on every request when configured, and request bodies are
-// capped.
+// loopback connection must carry a loopback Host header, and a foreign
+// Origin is refused (pages of the allowed origins get CORS headers). Every
+// request to /mcp passes the authentication layer first
+// ([Config.Authenticate]: the OAuth verifier of internal/auth, else the
+// static token check), which puts the [auth.Caller] in its context and
+// has the policy ([Config.Policy]) give it roles or refuse it with 403.
+// Request bodies are capped.
+//
+// The call path asks "may this caller run this tool" in one place,
+// [Server.admit], before the arguments are even read: a tool outside the
+// caller's grant is refused in-band naming the policy, hidden from its
+// tools/list, and never run or approved. A caller whose role has a share of
+// the slots waits for it ([policy.Shares]) before taking a gateway slot.
+// Sessions of the session-based eras belong to the caller that opened
+// them: another caller's token on one gets 404.
+//
+// # Audit and operator approvals
+//
+// Every answered tools/call leaves one record on the audit trail
+// ([Config.Audit], shared/audit): the caller, the arguments or their
+// digest, the command line, the gate's decision and the outcome. With
+// [Config.Approvals], a gated call of a client that cannot elicit waits,
+// before any slot, for an operator's answer over NATS (shared/approval).
 package mcpserver

@@ -1,0 +1,273 @@
+package integration_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fiskfleet/fiskfleet/integration/fleettest"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
+)
+
+// What TestApprovalsWebBrowser runs besides the services: Debian's
+// chromium, and playwright-core and Node from `make tools`, relative to
+// the workspace root.
+const (
+	browserChromium   = "/usr/bin/chromium"
+	browserPlaywright = "bin/npm/node_modules/playwright-core"
+	browserScript     = "integration/browser/approvals.mjs"
+)
+
+// TestApprovalsWebBrowser is the gateway's /approvals page end to end, in
+// a real headless Chromium: an `a2a-agent serve` of the demo app gates
+// deploy behind operator approvals, `mcp-gateway serve` serves the page
+// with a token for approver alice, and integration/browser/approvals.mjs
+// signs in. While the page is open an A2A caller (`a2a-agent call
+// --follow`) asks to deploy; its request appears on the page, alice clicks
+// Approve, and the caller's command runs once, its output reaching the
+// caller. A second caller's request is denied from the page with a reason,
+// which the caller is told, and nothing runs. A third caller gives up with
+// Ctrl-C and its request leaves the open page by itself. The audit records
+// name alice.
+func TestApprovalsWebBrowser(t *testing.T) {
+	t.Parallel()
+	root, err := fleettest.WorkspaceRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, pw := filepath.Join(root, conformanceNode), filepath.Join(root, browserPlaywright)
+	requireInstalled(t, "Chromium with playwright-core", browserChromium, node, pw)
+
+	f := newApprFleet(t)
+	f.serve(t, "apprweb", 1, map[string]any{"operator": true, "timeout": "60s"}, nil)
+	const token = "alice-approves-0123456789abcdef"
+	gwCfg := fleettest.WriteAgentConfig(t, fleettest.Agent{
+		Identity:        "apprwebgw",
+		ApplicationPath: fleettest.FiskDemo(t),
+		NATSContext:     fleetContext,
+		ExcludeTools:    []string{"getenv", "cluster_*"},
+		MCP:             map[string]any{},
+		Extra: map[string]any{"approvals": map[string]any{
+			"operator":  true,
+			"approvers": []map[string]any{{"name": "alice", "token_env": "APPROVALS_ALICE_TOKEN"}},
+		}},
+	})
+	gw := startGateway(t, append(f.home.Env(), "APPROVALS_ALICE_TOKEN="+token), gwCfg)
+	page := strings.TrimSuffix(gw.URL, "/mcp") + "/approvals"
+	requireApprovalsPage(t, page)
+
+	out := t.TempDir()
+	b := startBrowserScript(t, node, filepath.Join(root, browserScript), map[string]string{
+		"APPROVALS_URL":    page,
+		"APPROVALS_TOKEN":  token,
+		"APPROVALS_REASON": "not during the freeze",
+		"APPROVALS_OUT":    out,
+		"PLAYWRIGHT_CORE":  pw,
+		"CHROMIUM":         browserChromium,
+	})
+	if ev := b.next(t, "ready"); ev.Who != "alice" {
+		t.Errorf("signed in as %q, want alice", ev.Who)
+	}
+
+	// Approved from the page: the command runs, once.
+	marker := filepath.Join(t.TempDir(), "deployed")
+	cli := f.callDeploy(t, "apprweb", "ci", marker, true)
+	seen := b.next(t, "seen")
+	if seen.Tool != "deploy" || !strings.Contains(seen.Command, "--marker="+marker) || seen.Caller != "ci (claimed)" {
+		t.Errorf("the page showed %+v, want deploy writing %s for the claimed caller ci", seen, marker)
+	}
+	b.next(t, "approved")
+	if code := cli.Wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("caller: exit %d, want 0\n%s", code, cli.Output())
+	}
+	if !strings.Contains(cli.Stdout(), "deployed web\n") {
+		t.Errorf("caller: got stdout %q, want the deploy's output", cli.Stdout())
+	}
+	if got, err := os.ReadFile(marker); err != nil || string(got) != "deployed web\n" {
+		t.Errorf("marker: got %q, %v, want the deploy to have written it", got, err)
+	}
+	rec := webRecord(t, f, marker)
+	if rec.Gate.Decision != audit.DecisionOperator || rec.Gate.Approver != "alice" || rec.Outcome.Result != audit.ResultOK {
+		t.Errorf("audit record: got gate %+v outcome %+v, want approved by operator alice and run", rec.Gate, rec.Outcome)
+	}
+	if rec.Command != seen.Command {
+		t.Errorf("audit record: ran %q, want the command line the page showed, %q", rec.Command, seen.Command)
+	}
+
+	// Denied from the page with a reason: the caller is told, nothing runs.
+	marker2 := filepath.Join(t.TempDir(), "deployed")
+	cli = f.callDeploy(t, "apprweb", "ci", marker2, true)
+	seen = b.next(t, "seen")
+	if !strings.Contains(seen.Command, "--marker="+marker2) {
+		t.Errorf("the page showed %q, want the deploy writing %s", seen.Command, marker2)
+	}
+	b.next(t, "denied")
+	if code := cli.Wait(t, 20*time.Second); code != 1 {
+		t.Errorf("caller: exit %d, want 1\n%s", code, cli.Output())
+	}
+	if want := "error: deploy was not run: operator alice denied approval " + seen.ID + ": not during the freeze\n"; cli.Stdout() != want {
+		t.Errorf("caller: got %q, want %q", cli.Stdout(), want)
+	}
+	if fileExists(marker2) {
+		t.Error("the denied deploy ran")
+	}
+	rec = webRecord(t, f, marker2)
+	if rec.Gate.Decision != audit.DecisionDeclined || rec.Gate.Approver != "alice" || rec.Outcome.Result != audit.ResultDenied {
+		t.Errorf("audit record: got gate %+v outcome %+v, want declined by alice", rec.Gate, rec.Outcome)
+	}
+
+	// A caller that gives up leaves the open page by itself.
+	marker3 := filepath.Join(t.TempDir(), "deployed")
+	cli = f.callDeploy(t, "apprweb", "ci", marker3, true)
+	b.next(t, "seen")
+	t.Logf("screenshot: %s", b.next(t, "screenshot").Path)
+	cli.Signal(t, syscall.SIGINT)
+	if ev := b.next(t, "gone"); ev.Feed != "stream" {
+		t.Errorf("the page followed the list by %q, want the event stream", ev.Feed)
+	}
+	b.wait(t)
+	if code := cli.Wait(t, 20*time.Second); code != 1 || fileExists(marker3) {
+		t.Errorf("caller: exit %d, marker written %t, want 1 and nothing run\n%s", code, fileExists(marker3), cli.Output())
+	}
+}
+
+// requireApprovalsPage fails tb unless the gateway serves its approvals
+// page at url, asking to sign in; outside CI a gateway that does not serve
+// it yet skips the test instead.
+func requireApprovalsPage(tb testing.TB, url string) {
+	tb.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatalf("GET %s: %v", url, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return
+	}
+	msg := "mcp-gateway serve does not serve the approvals page: GET " + url + " answered " + resp.Status + ", want 401 and the sign-in form (mount approvalweb.Page's handler at /approvals and /approvals/ when approvals.operator is on)"
+	if resp.StatusCode == http.StatusNotFound && os.Getenv("CI") == "" {
+		tb.Skip(msg)
+	}
+	tb.Fatal(msg)
+}
+
+// webRecord waits for the one audit record of the deploy writing marker.
+func webRecord(tb testing.TB, f *apprFleet, marker string) *audit.Record {
+	tb.Helper()
+	mine := func(r *audit.Record) bool {
+		return r.Tool == "deploy" && strings.Contains(r.Command, "--marker="+marker)
+	}
+	fisktest.WaitFor(tb, 10*time.Second, "the audit record of the deploy writing "+marker, func() bool { return len(f.trail.where(mine)) > 0 })
+	recs := f.trail.where(mine)
+	if len(recs) != 1 {
+		tb.Fatalf("audit records of the deploy writing %s: got %d, want 1: %+v", marker, len(recs), recs)
+	}
+	return recs[0]
+}
+
+// browserEvent is one line integration/browser/approvals.mjs prints.
+type browserEvent struct {
+	Event   string `json:"event"`
+	Who     string `json:"who"`
+	ID      string `json:"id"`
+	Tool    string `json:"tool"`
+	Command string `json:"command"`
+	Caller  string `json:"caller"`
+	Message string `json:"message"`
+	Path    string `json:"path"`
+	Feed    string `json:"feed"`
+}
+
+// browserRun is the running script: its events, its exit, its stderr.
+type browserRun struct {
+	events chan browserEvent
+	done   chan error
+	stderr *fisktest.Buffer
+}
+
+// startBrowserScript runs script under node in a process group of its
+// own, killed whole (node and its Chromium) by its id when the test ends.
+func startBrowserScript(tb testing.TB, node, script string, env map[string]string) *browserRun {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	b := &browserRun{events: make(chan browserEvent, 16), done: make(chan error, 1), stderr: &fisktest.Buffer{}}
+	cmd.Stderr = b.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		tb.Fatalf("starting %s: %v", script, err)
+	}
+	tb.Cleanup(func() {
+		cancel()
+		err := <-b.done
+		b.done <- err
+	})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev browserEvent
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event != "" {
+				b.events <- ev
+			}
+		}
+		close(b.events)
+		err := cmd.Wait()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever the group left
+		b.done <- err
+	}()
+	return b
+}
+
+// next waits for the script's next event and fails tb unless it is want.
+func (b *browserRun) next(tb testing.TB, want string) browserEvent {
+	tb.Helper()
+	select {
+	case ev, ok := <-b.events:
+		if !ok {
+			tb.Fatalf("the browser script ended before %q:\n%s", want, b.stderr)
+		}
+		if ev.Event != want {
+			tb.Fatalf("the browser script said %+v, want %q", ev, want)
+		}
+		return ev
+	case <-time.After(time.Minute):
+		tb.Fatalf("the browser script said nothing within a minute, waiting for %q:\n%s", want, b.stderr)
+	}
+	return browserEvent{}
+}
+
+// wait waits for the script to exit and fails tb unless it succeeded.
+func (b *browserRun) wait(tb testing.TB) {
+	tb.Helper()
+	for range b.events {
+	}
+	select {
+	case err := <-b.done:
+		b.done <- err
+		if err != nil {
+			tb.Fatalf("the browser script failed: %v\n%s", err, b.stderr)
+		}
+	case <-time.After(time.Minute):
+		tb.Fatal("the browser script did not exit within a minute")
+	}
+}
