@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -688,5 +689,53 @@ func TestTaskProgress(t *testing.T) {
 		if n.message == "" || !strings.Contains(cr.Output, n.message) {
 			t.Errorf("notification %d: got message %q, want a piece of the output", i, n.message)
 		}
+	}
+}
+
+// TestTaskStatusNotification: the session that created a task hears its
+// end as notifications/tasks/status on its standing event stream; another
+// session hears nothing of it.
+func TestTaskStatusNotification(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	_, url := startServer(t, Config{}, app.Tools())
+	type heard struct {
+		mu    sync.Mutex
+		notes []map[string]any
+	}
+	listen := func(c *client.Client) *heard {
+		h := &heard{}
+		c.OnNotification(func(n mcp.JSONRPCNotification) {
+			if n.Method != string(mcp.MethodNotificationTasksStatus) {
+				return
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.notes = append(h.notes, n.Params.AdditionalFields)
+		})
+		return h
+	}
+	listening := []transport.StreamableHTTPCOption{transport.WithContinuousListening()}
+	owner := connect(t, url, legacyEra, listening)
+	other := connect(t, url, legacyEra, listening)
+	ownerHeard, otherHeard := listen(owner), listen(other)
+
+	task := createTask(t, owner, "echo", map[string]any{"message": "x"}, map[string]any{})
+	fisktest.WaitFor(t, 10*time.Second, "notifications/tasks/status of the finished task", func() bool {
+		ownerHeard.mu.Lock()
+		defer ownerHeard.mu.Unlock()
+		for _, n := range ownerHeard.notes {
+			if n["taskId"] == task.TaskId && n["status"] == string(mcp.TaskStatusCompleted) {
+				return true
+			}
+		}
+		return false
+	})
+	// A plain call on the other session, answered after the task ended:
+	// had a notification been sent its way, it would have come first.
+	callTool(t, other, "echo", map[string]any{"message": "y"})
+	otherHeard.mu.Lock()
+	defer otherHeard.mu.Unlock()
+	if len(otherHeard.notes) != 0 {
+		t.Errorf("another session heard %v, want nothing of this task", otherHeard.notes)
 	}
 }
