@@ -339,7 +339,7 @@ func approvalsPage(cfg *config.Config, nc *nats.Conn, resource string, pol *poli
 			Issuer:       m.Auth.Issuer,
 			ClientID:     w.ClientID,
 			ClientSecret: secret,
-			RedirectURL:  strings.TrimSuffix(resource, "/mcp") + "/approvals/callback",
+			RedirectURL:  strings.TrimSuffix(strings.TrimSuffix(resource, "/"), "/mcp") + "/approvals/callback",
 			Policy:       pol,
 			Algorithms:   m.Auth.Algorithms,
 		}

@@ -199,7 +199,10 @@ func (s *storage) AuthorizeClientIDSecret(ctx context.Context, id, secret string
 	return err
 }
 
-func (s *storage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
+// SetUserinfoFromScopes names the user in the ID token: OpenID Connect
+// requires its sub, and zitadel copies this over the token's.
+func (s *storage) SetUserinfoFromScopes(_ context.Context, info *oidc.UserInfo, userID, _ string, _ []string) error {
+	info.Subject = userID
 	return nil
 }
 

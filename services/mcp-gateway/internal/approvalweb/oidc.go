@@ -33,6 +33,10 @@ const (
 	maxLogins = 256
 	// maxProviderBytes caps the provider's metadata and token responses.
 	maxProviderBytes = 1 << 20
+	// keysWait is how long a sign-in waits for the issuer's keys, which
+	// the verifier fetches in the background from the page's start: a
+	// sign-in in the first moments should wait, not fail.
+	keysWait = 5 * time.Second
 )
 
 // oidcClient is the page as a client of the OpenID provider. It is safe
@@ -228,6 +232,26 @@ func (o *oidcClient) redeem(ctx context.Context, meta providerMeta, code string,
 	return tr, nil
 }
 
+// keysReady waits up to [keysWait] for the verifier to know the issuer's
+// keys. Each Verify while they are unknown brings the next discovery
+// attempt forward (at most one a second), so waiting costs no more than
+// the issuer's answer.
+func (o *oidcClient) keysReady(ctx context.Context) error {
+	deadline := time.Now().Add(keysWait)
+	for !o.verifier.Ready() {
+		_, _ = o.verifier.Verify(ctx, "not-a-token")
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the keys of %s are not known yet: is it reachable from the gateway?", o.cfg.Issuer)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // identify verifies the ID token (signature by the issuer's keys, iss,
 // aud = the client id, exp, and the nonce of this sign-in) and returns
 // the caller it names, with the groups of the policy's claim. An ID token
@@ -235,6 +259,9 @@ func (o *oidcClient) redeem(ctx context.Context, meta providerMeta, code string,
 // that is a JWT of the same issuer for the same client and subject: many
 // providers put groups in access tokens only.
 func (o *oidcClient) identify(ctx context.Context, tr tokenResponse, l *login) (*auth.Caller, error) {
+	if err := o.keysReady(ctx); err != nil {
+		return nil, fmt.Errorf("verifying the ID token: %w", err)
+	}
 	c, err := o.verifier.Verify(ctx, tr.IDToken)
 	if err != nil {
 		return nil, fmt.Errorf("verifying the ID token: %w", err)
@@ -267,6 +294,10 @@ func (p *Page) serveOIDCSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	meta, err := p.oidc.metadata(r.Context())
+	if err == nil {
+		// Sent off only when the answer can be checked on return.
+		err = p.oidc.keysReady(r.Context())
+	}
 	if err != nil {
 		p.log.Warn("cannot sign approvers in", "error", err)
 		p.render(w, r, http.StatusBadGateway, messageView{Title: "Sign-in unavailable", Message: "The authorization server cannot be reached: " + err.Error(), Bad: true})

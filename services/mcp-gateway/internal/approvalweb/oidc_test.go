@@ -2,9 +2,7 @@ package approvalweb
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -46,68 +44,11 @@ func serveOIDCPage(tb testing.TB, f *fleet) *oidcSite {
 		"ops": {Match: []string{"ops"}, Approve: true},
 		"dev": {Match: []string{"dev"}},
 	}})
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: subjectFix{op}}
+	hc := &http.Client{Timeout: 10 * time.Second}
 	s := servePageOn(tb, f, srv, Config{OIDC: &OIDC{Issuer: op.Issuer(), ClientID: id, ClientSecret: secret, RedirectURL: redirect, Policy: pol, HTTPClient: hc}})
 	handler := mount(s.page.Handler())
 	h.Store(&handler)
 	return &oidcSite{site: s, provider: op}
-}
-
-// subjectFix makes up for a defect of oidctest: its ID tokens carry no
-// sub, which OpenID Connect requires and the page rightly refuses to do
-// without (its storage's SetUserinfoFromScopes leaves the UserInfo's
-// Subject empty, and zitadel's IDTokenClaims.SetUserInfo copies it over
-// the token's). When a token response's ID token has no sub, it is signed
-// again by the provider's key with the sub of the access token issued with
-// it; every other byte of the flow is the provider's. Once oidctest sets
-// info.Subject = userID there, this does nothing and can go.
-type subjectFix struct{ op *oidctest.Provider }
-
-func (f subjectFix) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := http.DefaultTransport.RoundTrip(r)
-	if err != nil || r.Method != http.MethodPost || resp.StatusCode != http.StatusOK {
-		return resp, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	var tr map[string]any
-	if json.Unmarshal(body, &tr) != nil {
-		return resp, nil
-	}
-	id, _ := tr["id_token"].(string)
-	at, _ := tr["access_token"].(string)
-	idClaims, atClaims := jwtPayload(id), jwtPayload(at)
-	if idClaims == nil || atClaims == nil || idClaims["sub"] != nil {
-		return resp, nil
-	}
-	idClaims["sub"] = atClaims["sub"]
-	tr["id_token"] = f.op.MintWith(f.op.Key(), map[string]any{"typ": "JWT"}, idClaims)
-	body, _ = json.Marshal(tr)
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	resp.ContentLength = int64(len(body))
-	resp.Header.Del("Content-Length")
-	return resp, nil
-}
-
-// jwtPayload decodes a JWT's claims without checking anything.
-func jwtPayload(tok string) map[string]any {
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		return nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return nil
-	}
-	var claims map[string]any
-	if json.Unmarshal(raw, &claims) != nil {
-		return nil
-	}
-	return claims
 }
 
 // servePageOn is servePage on a server already running.
