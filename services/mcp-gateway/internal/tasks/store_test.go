@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -297,5 +298,55 @@ func TestKVBucket(t *testing.T) {
 	}
 	if err := s.Ready(t.Context()); err != nil {
 		t.Errorf("ready: %v", err)
+	}
+}
+
+// TestKVEndRace: two gateways ending one task at once (a cancel on one, the
+// call's result on the other) leave exactly one winner, and the stored
+// task is the winner's.
+func TestKVEndRace(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartJetStream(t)
+	var stores []*KV
+	for range 2 {
+		js, err := jetstream.New(srv.Connect(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewKV(t.Context(), js, KVConfig{Max: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	for i := range 20 {
+		task := create(t, stores[0], "o", time.Minute)
+		endings := []Ending{
+			{Status: mcp.TaskStatusCancelled, Message: ErrCancelled.Error()},
+			done(fmt.Sprint("result ", i)),
+		}
+		var wg sync.WaitGroup
+		won := make([]bool, 2)
+		for j := range 2 {
+			wg.Go(func() {
+				_, changed, err := stores[j].End(t.Context(), "o", task.ID, endings[j])
+				if err != nil {
+					t.Errorf("ending through store %d: %v", j, err)
+				}
+				won[j] = changed
+			})
+		}
+		wg.Wait()
+		if won[0] == won[1] {
+			t.Fatalf("round %d: got winners %v, want exactly one", i, won)
+		}
+		got, err := stores[1].Get(t.Context(), "o", task.ID)
+		w := 0
+		if won[1] {
+			w = 1
+		}
+		if err != nil || got.Status != endings[w].Status {
+			t.Errorf("round %d: stored %v (%v), want the winner's %v", i, got.Status, err, endings[w].Status)
+		}
 	}
 }
