@@ -115,7 +115,13 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		Logger:    cfg.Logger,
 	})
 	// A session's end takes its own tasks with it; a caller's outlive it.
-	s.sessions.onEnd = func(id string) { s.tasks.Drop(tasks.SessionOwner(id)) }
+	// With authentication no task is a session's, and there is nothing
+	// to look up (in a fleet, a round trip to the bucket per session).
+	s.sessions.onEnd = func(id string) {
+		if cfg.AuthToken == "" && cfg.Authenticate == nil {
+			s.tasks.Drop(tasks.SessionOwner(id))
+		}
+	}
 	empty := map[string]*entry{}
 	s.entries.Store(&empty)
 	opts := []server.ServerOption{

@@ -119,7 +119,7 @@ func NewKV(ctx context.Context, js jetstream.JetStream, cfg KVConfig) (*KV, erro
 func OpenBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, bucket)
 	if err == nil {
-		return kv, nil
+		return kv, checkBucket(ctx, kv)
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("%w: opening bucket %s: %w", ErrUnavailable, bucket, err)
@@ -141,6 +141,19 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, bucket string, repl
 		return nil, fmt.Errorf("%w: creating bucket %s (replicas %d): %w", ErrUnavailable, bucket, replicas, err)
 	}
 	return kv, nil
+}
+
+// checkBucket refuses a bucket made elsewhere without per-key ttls, which
+// the fleet's approvals need, naming the fix.
+func checkBucket(ctx context.Context, kv jetstream.KeyValue) error {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: reading bucket %s: %w", ErrUnavailable, kv.Bucket(), err)
+	}
+	if st.LimitMarkerTTL() == 0 {
+		return fmt.Errorf("%w: bucket %s exists without per-key ttls (limit_marker_ttl), which the fleet's approvals need: delete it and let a gateway create it, or name another expose.agent.mcp.fleet.bucket", ErrInvalidConfig, kv.Bucket())
+	}
+	return nil
 }
 
 // Bucket returns the key-value bucket the store uses.

@@ -299,6 +299,14 @@ func TestKVBucket(t *testing.T) {
 	if err := s.Ready(t.Context()); err != nil {
 		t.Errorf("ready: %v", err)
 	}
+	// A bucket made elsewhere without per-key ttls is refused by name.
+	if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "PLAIN"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewKV(t.Context(), js, KVConfig{Bucket: "PLAIN"})
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "PLAIN") || !strings.Contains(err.Error(), "expose.agent.mcp.fleet.bucket") {
+		t.Errorf("a bucket without per-key ttls: got %v, want ErrInvalidConfig naming it and expose.agent.mcp.fleet.bucket", err)
+	}
 }
 
 // TestKVEndRace: two gateways ending one task at once (a cancel on one, the
