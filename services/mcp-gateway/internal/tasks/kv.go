@@ -271,13 +271,9 @@ func (s *KV) objects(ctx context.Context) (jetstream.ObjectStore, error) {
 // entries returns every task entry whose key matches filter, without
 // results.
 func (s *KV) entries(ctx context.Context, filter string) ([]Task, []uint64, error) {
-	lister, err := s.kv.ListKeysFiltered(ctx, filter)
+	keys, err := s.keys(ctx, filter)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: listing tasks: %w", ErrUnavailable, err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
+		return nil, nil, err
 	}
 	var (
 		out  []Task
@@ -319,11 +315,38 @@ func (s *KV) dropObject(ctx context.Context, id string) {
 	}
 }
 
-// Reserve implements [Store]. It counts the tasks of the whole bucket.
+// Reserve implements [Store]. It counts the tasks of the whole bucket by
+// their keys alone; only a full bucket has its tasks read, to drop the
+// expired ones and the one that finished first.
 func (s *KV) Reserve(ctx context.Context) (*Reservation, error) {
-	all, revs, err := s.entries(ctx, taskPrefix+">")
+	keys, err := s.keys(ctx, taskPrefix+">")
 	if err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	room := len(keys)+s.reserved < s.cfg.Max
+	s.mu.Unlock()
+	if !room {
+		if err := s.makeRoom(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserved++
+	return &Reservation{release: func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.reserved--
+	}}, nil
+}
+
+// makeRoom drops the expired tasks and, when that is not enough, the task
+// that finished first; it fails with [ErrFull] when all are running.
+func (s *KV) makeRoom(ctx context.Context) error {
+	all, revs, err := s.entries(ctx, taskPrefix+">")
+	if err != nil {
+		return err
 	}
 	now := s.now()
 	kept := 0
@@ -339,19 +362,29 @@ func (s *KV) Reserve(ctx context.Context) (*Reservation, error) {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if kept+s.reserved >= s.cfg.Max {
-		if oldest < 0 {
-			return nil, fmt.Errorf("%w: all %d tasks kept are still running (expose.agent.mcp.max_tasks); wait for one to finish or cancel one", ErrFull, s.cfg.Max)
-		}
-		s.remove(ctx, all[oldest], revs[oldest])
+	full := kept+s.reserved >= s.cfg.Max
+	s.mu.Unlock()
+	if !full {
+		return nil
 	}
-	s.reserved++
-	return &Reservation{release: func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.reserved--
-	}}, nil
+	if oldest < 0 {
+		return fmt.Errorf("%w: all %d tasks kept are still running (expose.agent.mcp.max_tasks); wait for one to finish or cancel one", ErrFull, s.cfg.Max)
+	}
+	s.remove(ctx, all[oldest], revs[oldest])
+	return nil
+}
+
+// keys lists the keys matching filter.
+func (s *KV) keys(ctx context.Context, filter string) ([]string, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("%w: listing tasks: %w", ErrUnavailable, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 // Create implements [Store].
@@ -538,10 +571,11 @@ func (s *KV) Sweep(ctx context.Context) error {
 	return nil
 }
 
-// Count implements [Store].
+// Count implements [Store]; it counts keys, so a task past its ttl but
+// not yet swept still counts.
 func (s *KV) Count(ctx context.Context) (int, error) {
-	all, _, err := s.entries(ctx, taskPrefix+">")
-	return len(all), err
+	keys, err := s.keys(ctx, taskPrefix+">")
+	return len(keys), err
 }
 
 // working returns every task of every owner still working.
