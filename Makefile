@@ -58,9 +58,10 @@ build:
 	CGO_ENABLED=0 go build -o bin/mcp-gateway ./services/mcp-gateway
 	CGO_ENABLED=0 go build -o bin/fiskdemo ./integration/fiskdemo
 
-# tools installs the real programs the tests drive: Debian's chromium
-# with apt-get (when /usr/bin/chromium is missing and make runs as root, as
-# in CI; anyone else is told to install it) and
+# tools installs the real programs the tests drive: Debian's haproxy
+# (TestGatewayFleet's load balancer) and chromium with apt-get (each when
+# missing and make runs as root, as in CI; anyone else is told to install
+# it) and
 # playwright-core to drive it (TestApprovalsWebBrowser), the nats CLI
 # (natscli v0.5.0), Node with the MCP conformance suite (TestMCPConformance), and
 # Claude Code (TestClaudeCodeWithToken), whose npm package ships its native
@@ -71,6 +72,14 @@ build:
 tools: CLAUDE_CODE_VERSION := 2.1.332
 tools: CLAUDE_CODE := $(NPM_DIR)/node_modules/.bin/claude
 tools:
+	@command -v haproxy >/dev/null || if [ "$$(id -u)" = 0 ]; then \
+		echo "== apt-get install haproxy"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null && \
+		command -v haproxy >/dev/null || { \
+			echo "make tools: haproxy is missing and apt-get could not install Debian's haproxy package: check apt-get's output above"; exit 1; }; \
+	else \
+		echo "make tools: no haproxy, and installing it needs root: run sudo apt-get install haproxy, or the gateway fleet tests skip"; \
+	fi
 	@test -x /usr/bin/chromium || if [ "$$(id -u)" = 0 ]; then \
 		echo "== apt-get install chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null && \

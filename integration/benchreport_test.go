@@ -32,6 +32,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
+	"github.com/fiskfleet/fiskfleet/shared/natstest"
 	"github.com/fiskfleet/fiskfleet/shared/oidctest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
@@ -247,6 +249,20 @@ type benchReport struct {
 	Scale1PerS        float64 `json:"scale1_per_s"`
 	Scale4PerS        float64 `json:"scale4_per_s"`
 	ScalingEfficiency float64 `json:"scaling_efficiency"`
+
+	// Gateway fleet: calls per second of the demo's sleep (scale_sleep_ms)
+	// through haproxy with integration/examples/haproxy.cfg, in front of
+	// one gateway (all three server lines naming it) and then of three,
+	// each with fleet_slots_per_gateway slots (max_concurrent_tools), by
+	// the same fleet_callers callers: the gateways' slots, not the
+	// machine's cores, are the limit, since the command sleeps.
+	// fleet_ratio is fleet3_per_s over fleet1_per_s (goal: at least 2.5).
+	// All zero when haproxy is not installed (and CI is not set).
+	FleetSlots   int     `json:"fleet_slots_per_gateway"`
+	FleetCallers int     `json:"fleet_callers"`
+	Fleet1PerS   float64 `json:"fleet1_per_s"`
+	Fleet3PerS   float64 `json:"fleet3_per_s"`
+	FleetRatio   float64 `json:"fleet_ratio"`
 
 	knowledgeFigures // knowledge_*: see knowledge_bench_test.go
 }
@@ -644,6 +660,8 @@ func TestBenchReport(t *testing.T) {
 	rep.ScalingEfficiency = efficiency(rep.Scale1PerS, rep.Scale4PerS, scaleAgents)
 	t.Logf("scaling efficiency: %.3f", rep.ScalingEfficiency)
 
+	benchFleet(t, &rep, set)
+
 	rep.knowledgeFigures = benchKnowledge(t, set.mode == quickBench.mode)
 
 	rep.Load1mEnd = load1m()
@@ -659,6 +677,74 @@ func TestBenchReport(t *testing.T) {
 		t.Fatalf("writing the report: %v", err)
 	}
 	t.Logf("report written to %s:\n%s", out, data)
+}
+
+// Gateway fleet bench shape: each gateway's slots, and the callers per
+// slot of the three-gateway fleet, so that every slot always has a call
+// waiting.
+const (
+	fleetBenchSlots          = 2
+	fleetBenchCallersPerSlot = 4
+)
+
+// benchFleet measures calls per second through haproxy in front of one
+// gateway, then of three gateways of a fleet, and fills in the fleet_*
+// figures.
+func benchFleet(t *testing.T, rep *benchReport, set benchSettings) {
+	t.Helper()
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("haproxy is not installed and CI is set: run `make tools`")
+		}
+		t.Log("gateway fleet: haproxy is not installed (`make tools`): fleet_* left at 0")
+		return
+	}
+	ns := natstest.StartJetStream(t)
+	home := fleettest.NewHome(t)
+	home.AddContext(t, ns, "fleet", nil)
+	gws := newFleetGateways(t, 3, "fleet", map[string]any{
+		"max_concurrent_tools": fleetBenchSlots,
+		"fleet":                map[string]any{},
+	})
+	for _, g := range gws {
+		g.start(t, home.Env())
+	}
+	rep.FleetSlots = fleetBenchSlots
+	rep.FleetCallers = len(gws) * fleetBenchSlots * fleetBenchCallersPerSlot
+	measure := func(behind []*fleetGateway) float64 {
+		t.Helper()
+		lb := startHAProxy(t, bin, behind)
+		c := fleetClient(t, lb.url(), false)
+		var mu sync.Mutex
+		perPID := map[int]int{}
+		tp, err := throughput(t.Context(), rep.FleetCallers, set.scaleWarm, set.scaleWindow, func(ctx context.Context) error {
+			pid, err := callSleep(ctx, c, set.sleep)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			perPID[pid]++
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("gateway fleet throughput: %v", err)
+		}
+		t.Logf("gateway fleet: %d distinct gateway(s) × %d slots behind haproxy, %d callers of sleep %s: %.2f calls/s (calls per gateway pid %v)",
+			len(perPID), fleetBenchSlots, rep.FleetCallers, set.sleep, tp, perPID)
+		lb.p.Signal(t, syscall.SIGTERM)
+		lb.p.Wait(t, 10*time.Second)
+		return round(tp, 2)
+	}
+	// One gateway: the balancer's three server lines all name it.
+	one := []*fleetGateway{
+		{name: "gw1", addr: gws[0].addr}, {name: "gw2", addr: gws[0].addr}, {name: "gw3", addr: gws[0].addr},
+	}
+	rep.Fleet1PerS = measure(one)
+	rep.Fleet3PerS = measure(gws)
+	rep.FleetRatio = ratio(rep.Fleet3PerS, rep.Fleet1PerS)
+	t.Logf("gateway fleet: 3 gateways give %.2f× the calls per second of one (goal: at least 2.5)", rep.FleetRatio)
 }
 
 // startOAuthGateway starts a gateway like the bench's own, without remote

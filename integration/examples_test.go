@@ -78,6 +78,15 @@ func TestExamplesLoad(t *testing.T) {
 				t.Errorf("expose.agent.mcp: got %+v, want it on 127.0.0.1 with auth_token_env", m)
 			}
 		}, "no application_path"}, // a gateway in front of agents serves no application of its own
+		{"fleet.yaml", []config.Mode{config.ModeMCP, config.ModeInfo}, func(t *testing.T, c *config.Config) {
+			f := c.Expose.Agent.MCP.Fleet
+			if f == nil || f.Bucket != config.DefaultFleetBucket || f.InstanceTTL.Duration != config.DefaultFleetInstanceTTL || f.Replicas != 3 {
+				t.Errorf("expose.agent.mcp.fleet: got %+v, want the default bucket and ttl, 3 replicas", f)
+			}
+			if c.NATSContext == "" || c.Expose.Agent.MCP.AuthTokenEnv == "" {
+				t.Errorf("got nats_context %q auth_token_env %q, want both set", c.NATSContext, c.Expose.Agent.MCP.AuthTokenEnv)
+			}
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

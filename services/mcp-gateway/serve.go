@@ -215,6 +215,16 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		open["/approvals/"] = page.Handler()
 	}
 
+	// With fleet, tasks and pending approvals live in the bucket the
+	// identity's gateways share, and this gateway heartbeats there.
+	fl, err := joinFleet(ctx, nc, cfg, instance, log)
+	if err != nil {
+		return err
+	}
+	if fl != nil {
+		checks = append(checks, ops.Check{Name: "fleet_bucket", Ready: fl.fleet.Ready})
+	}
+
 	srv, err := mcpserver.New(mcpserver.Config{
 		Identity:           cfg.Identity,
 		Version:            e.version,
@@ -229,6 +239,9 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		MaxSessions:        m.MaxSessions,
 		TaskRetention:      m.TaskRetention.Duration,
 		MaxTasks:           m.MaxTasks,
+		TaskStore:          fl.taskStore(),
+		TaskCanceller:      fl.canceller(),
+		ApprovalBucket:     fl.bucket(),
 		Resources:          resourcesIndex(cfg, idx),
 		Instance:           instance,
 		Approvals:          broker,
@@ -250,6 +263,18 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if len(srv.Served()) == 0 && len(cfg.RemoteTools) == 0 {
 		srv.Close()
 		return fmt.Errorf("%s: nothing to serve over MCP: add application_path, or list built-ins in expose.agent.mcp.builtins", cfg.File)
+	}
+	if fl != nil {
+		if err := fl.fleet.Start(ctx, srv.Tasks()); err != nil {
+			srv.Close()
+			return fmt.Errorf("%s: expose.agent.mcp.fleet: %w", cfg.File, err)
+		}
+		// Stopped once serving has stopped (deferred calls run last
+		// first): this gateway's tasks are ended by then, so its
+		// instance key can go.
+		defer fl.fleet.Stop()
+		log.Info("serving as a member of a gateway fleet", "agent", cfg.Identity, "instance", instance,
+			"bucket", fl.bucketName, "instance_ttl", fl.fleet.InstanceTTL())
 	}
 	if len(cfg.RemoteTools) > 0 {
 		r, err = newRemote(nc, cfg, srv.Served())

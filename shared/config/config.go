@@ -191,7 +191,44 @@ type MCP struct {
 	Auth *Auth `yaml:"auth"`
 	// Policy decides per caller which tools it sees and runs.
 	Policy *Policy `yaml:"policy"`
+	// Fleet, when set, lets many gateways of this identity run behind one
+	// HTTP load balancer, sharing tasks and approvals through a JetStream
+	// key-value bucket. Unset (the default), a gateway keeps them in
+	// memory and needs no JetStream.
+	Fleet *Fleet `yaml:"fleet"`
 }
+
+// Fleet is expose.agent.mcp.fleet: what the gateways of one identity
+// share, and how they tell that one of them died.
+type Fleet struct {
+	// Bucket is the JetStream key-value bucket holding tasks, heartbeats
+	// and approvals, created if missing; empty means [DefaultFleetBucket].
+	// Give each identity its own when several share an account.
+	Bucket string `yaml:"bucket"`
+	// InstanceTTL is how long a gateway may go without a heartbeat before
+	// the others fail its running tasks; zero means
+	// [DefaultFleetInstanceTTL].
+	InstanceTTL Duration `yaml:"instance_ttl"`
+	// Replicas is the bucket's replica count when it is created (1-5):
+	// 3 on a JetStream cluster keeps tasks through a server's loss. Zero
+	// means 1.
+	Replicas int `yaml:"replicas"`
+}
+
+// Defaults and limits of expose.agent.mcp.fleet.
+const (
+	// DefaultFleetBucket is the bucket a fleet uses unless told.
+	DefaultFleetBucket = "FISK_GATEWAY"
+	// DefaultFleetInstanceTTL rides out a long garbage collection or a
+	// JetStream leader election, and still fails a dead gateway's tasks
+	// within seconds.
+	DefaultFleetInstanceTTL = 15 * time.Second
+	// MinFleetInstanceTTL: heartbeats go out every third of the ttl, and
+	// more than a few a second per gateway only loads the bucket.
+	MinFleetInstanceTTL = time.Second
+	// MaxFleetReplicas is JetStream's own limit.
+	MaxFleetReplicas = 5
+)
 
 // Auth is expose.agent.mcp.auth: the authorization server whose access
 // tokens the gateway accepts, and what a token must say.

@@ -39,6 +39,7 @@ expose:
       auth_token_env: MCP_TOKEN
       task_retention: 5m
       max_tasks: 16
+      fleet: {bucket: OPS_GATEWAY, instance_ttl: 9s, replicas: 3}
     a2a:
       serve_tools: true
       max_concurrent_tools: 8

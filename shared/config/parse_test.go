@@ -40,6 +40,9 @@ func TestParseFullExample(t *testing.T) {
 	if m.TaskRetention.Duration != 5*time.Minute || m.MaxTasks != 16 {
 		t.Errorf("got task_retention %v and max_tasks %d, want 5m and 16", m.TaskRetention.Duration, m.MaxTasks)
 	}
+	if f := m.Fleet; f == nil || f.Bucket != "OPS_GATEWAY" || f.InstanceTTL.Duration != 9*time.Second || f.Replicas != 3 {
+		t.Errorf("got fleet %+v, want OPS_GATEWAY, 9s, 3 replicas", f)
+	}
 	if a := c.Expose.Agent.A2A; a == nil || !a.ServeTools || a.MaxConcurrentTools != 8 || a.ToolTimeout.Duration != 45*time.Second {
 		t.Errorf("got a2a %+v, want serve_tools, 8, 45s", a)
 	}

@@ -79,6 +79,8 @@ func (c *Config) Validate(mode Mode) (warnings []string, err error) {
 			v.fail("nats_context", "remote_tools needs a NATS connection to discover its hosts: add nats_context: NAME")
 		} else if a := c.Approvals; a != nil && a.Operator && c.NATSContext == "" {
 			v.fail("nats_context", "approvals.operator reaches operators over NATS: add nats_context: NAME")
+		} else if m := c.Expose.Agent.MCP; m != nil && m.Fleet != nil && c.NATSContext == "" {
+			v.fail("nats_context", "expose.agent.mcp.fleet keeps tasks in JetStream: add nats_context: NAME")
 		}
 	case ModeA2AServe:
 		if a := c.Expose.Agent.A2A; a == nil || !a.ServeTools {
@@ -177,6 +179,9 @@ func (v *validator) common(c *Config) {
 		}
 		if m.Policy != nil {
 			v.policy(key+".policy", m.Policy, m.MaxConcurrentTools)
+		}
+		if m.Fleet != nil {
+			v.fleet(key+".fleet", m.Fleet)
 		}
 	}
 	if a := c.Audit; a != nil {
@@ -369,6 +374,22 @@ func (v *validator) approvals(a *Approvals, m *MCP) {
 	}
 	if !a.Operator && (len(a.Approvers) > 0 || a.Web != nil) {
 		v.warn("approvals.approvers and approvals.web have no effect while approvals.operator is false; set approvals.operator: true to use them")
+	}
+}
+
+// bucketPattern is what JetStream accepts as a key-value bucket name.
+var bucketPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// fleet checks expose.agent.mcp.fleet at key.
+func (v *validator) fleet(key string, f *Fleet) {
+	if f.Bucket != "" && !bucketPattern.MatchString(f.Bucket) {
+		v.fail(key+".bucket", fmt.Sprintf("%s.bucket %q is not a JetStream bucket name (letters, digits, _ and -, at most 64): fix %s.bucket, or leave it out for %s", key, f.Bucket, key, DefaultFleetBucket))
+	}
+	if d := f.InstanceTTL.Duration; d != 0 && d < MinFleetInstanceTTL {
+		v.fail(key+".instance_ttl", fmt.Sprintf("%s.instance_ttl must be at least %s, got %s: fix %s.instance_ttl, or leave it out for %s", key, MinFleetInstanceTTL, d, key, DefaultFleetInstanceTTL))
+	}
+	if f.Replicas < 0 || f.Replicas > MaxFleetReplicas {
+		v.fail(key+".replicas", fmt.Sprintf("%s.replicas must be between 1 and %d, got %d: fix %s.replicas", key, MaxFleetReplicas, f.Replicas, key))
 	}
 }
 

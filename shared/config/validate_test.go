@@ -29,6 +29,15 @@ func TestValidateRefusals(t *testing.T) {
 		wantMsg string
 	}{
 		// Every mode.
+		{"fleet bucket", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {fleet: {bucket: 'a.b'}}}}\n", "expose.agent.mcp.fleet.bucket",
+			`agent.yaml: expose.agent.mcp.fleet.bucket "a.b" is not a JetStream bucket name`},
+		{"fleet instance ttl", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {fleet: {instance_ttl: 100ms}}}}\n", "expose.agent.mcp.fleet.instance_ttl",
+			"expose.agent.mcp.fleet.instance_ttl must be at least 1s, got 100ms"},
+		{"fleet negative instance ttl", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {fleet: {instance_ttl: -5s}}}}\n", "expose.agent.mcp.fleet.instance_ttl", "must be at least 1s"},
+		{"fleet replicas", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {fleet: {replicas: 7}}}}\n", "expose.agent.mcp.fleet.replicas",
+			"expose.agent.mcp.fleet.replicas must be between 1 and 5, got 7"},
+		{"fleet without nats", ModeMCP, "identity: ops\napplication_path: /bin/app\nexpose: {agent: {mcp: {fleet: {}}}}\n", "nats_context",
+			"expose.agent.mcp.fleet keeps tasks in JetStream: add nats_context: NAME"},
 		{"identity missing", ModeInfo, "nats_context: ops\n", "identity",
 			"agent.yaml: identity is required: add identity: NAME matching ^[a-zA-Z0-9_-]{1,64}$"},
 		{"identity with a dot", ModeInfo, "identity: ops.eu\n", "identity",

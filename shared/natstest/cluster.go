@@ -49,6 +49,99 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 	return startCluster(tb, "C", n, nil)
 }
 
+// StartJetStreamCluster is [StartCluster] with JetStream enabled on every
+// member, each storing in a directory of the test's own, and returns once
+// the members have elected a JetStream meta leader, so that a bucket with
+// up to n replicas can be created at once. The members start together, on
+// ports picked beforehand: a clustered JetStream server does not accept
+// clients until it has met its peers, so they cannot start one by one.
+func StartJetStreamCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	if n < 1 {
+		tb.Fatalf("natstest: a cluster needs at least one server, got %d", n)
+	}
+	c := &Cluster{Name: "JS"}
+	ports := freePorts(tb, 2*n)
+	for i := range n {
+		c.Servers = append(c.Servers, &Server{tb: tb, opts: server.Options{
+			ServerName: fmt.Sprintf("%s-%d", c.Name, i+1),
+			Host:       loopback,
+			Port:       ports[2*i],
+			NoLog:      true,
+			NoSigs:     true,
+			Cluster:    server.ClusterOpts{Name: c.Name, Host: loopback, Port: ports[2*i+1]},
+			JetStream:  true,
+			StoreDir:   tb.TempDir(),
+		}})
+	}
+	for i, s := range c.Servers {
+		s.opts.Routes = routeURLs(c.Servers, i)
+	}
+	live := make([]server.Options, n)
+	for i, s := range c.Servers {
+		live[i] = s.opts
+		srv, err := server.NewServer(&live[i])
+		if err != nil {
+			tb.Fatalf("natstest: creating server %s: %v", s.opts.ServerName, err)
+		}
+		s.Server = srv
+		tb.Cleanup(func() { s.Server.Shutdown() })
+		go srv.Start()
+	}
+	for i, s := range c.Servers {
+		if !s.ReadyForConnections(TopologyTimeout) {
+			tb.Fatalf("natstest: server %s not ready after %s", s.opts.ServerName, TopologyTimeout)
+		}
+		s.pinListeners(&live[i])
+	}
+	c.WaitRoutes(tb)
+	c.WaitJetStream(tb)
+	return c
+}
+
+// freePorts returns n loopback ports free at the time of asking.
+func freePorts(tb testing.TB, n int) []int {
+	tb.Helper()
+	var (
+		out []int
+		lns []net.Listener
+	)
+	for range n {
+		ln, err := net.Listen("tcp", net.JoinHostPort(loopback, "0"))
+		if err != nil {
+			tb.Fatalf("natstest: picking a port: %v", err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	return out
+}
+
+// WaitJetStream waits until a running member knows the JetStream meta
+// leader and every running member has JetStream on, failing tb after
+// [TopologyTimeout].
+func (c *Cluster) WaitJetStream(tb testing.TB) {
+	tb.Helper()
+	waitTopology(tb, func() bool {
+		leader := false
+		for _, s := range c.Servers {
+			if !s.Running() {
+				continue
+			}
+			if !s.JetStreamEnabled() {
+				return false
+			}
+			if s.JetStreamIsLeader() {
+				leader = true
+			}
+		}
+		return leader
+	}, func() string { return "a JetStream meta leader among " + c.Name })
+}
+
 // startCluster starts n members of the cluster name; configure, when set,
 // adds to each member's options before it starts (a gateway).
 func startCluster(tb testing.TB, name string, n int, configure func(*server.Options)) *Cluster {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/jsm.go/natscontext"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
@@ -215,5 +216,36 @@ func TestConnectionsNamed(t *testing.T) {
 	c.Servers[1].Stop()
 	if got := c.Servers[1].ConnectionsNamed(t, "probe"); got != 0 {
 		t.Errorf("stopped server's connections named probe: got %d, want 0", got)
+	}
+}
+
+// TestStartJetStreamCluster: a JetStream cluster of three takes a bucket
+// with three replicas at once, and a value written through one member is
+// read through another.
+func TestStartJetStreamCluster(t *testing.T) {
+	t.Parallel()
+	c := natstest.StartJetStreamCluster(t, 3)
+	js1, err := jetstream.New(c.Servers[0].Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js1.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "T", Replicas: 3})
+	if err != nil {
+		t.Fatalf("creating a bucket of 3 replicas: %v", err)
+	}
+	if _, err := kv.PutString(t.Context(), "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	js3, err := jetstream.New(c.Servers[2].Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv3, err := js3.KeyValue(t.Context(), "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv3.Get(t.Context(), "k")
+	if err != nil || string(e.Value()) != "v" {
+		t.Fatalf("reading through another member: got %v, %v, want v", e, err)
 	}
 }

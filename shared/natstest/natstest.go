@@ -35,6 +35,13 @@ func Start(tb testing.TB) *Server {
 	return StartWithOptions(tb, server.Options{})
 }
 
+// StartJetStream is [Start] with JetStream enabled, its store in a
+// directory of the test's own, for key-value and object stores.
+func StartJetStream(tb testing.TB) *Server {
+	tb.Helper()
+	return StartWithOptions(tb, server.Options{JetStream: true, StoreDir: tb.TempDir()})
+}
+
 // StartWithOptions is [Start] with options such as accounts and users.
 // Host is forced to loopback; a zero Port picks a random one.
 func StartWithOptions(tb testing.TB, opts server.Options) *Server {

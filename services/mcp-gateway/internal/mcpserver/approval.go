@@ -54,7 +54,7 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 		return nil, true
 	}
 	if rt := req.Params.MultiRoundTripParams; rt.RequestState != "" || len(rt.InputResponses) > 0 {
-		return s.redeem(e, rt, input, rec)
+		return s.redeem(ctx, e, rt, input, rec)
 	}
 
 	// The capability is read on every call, never cached: a session-based
@@ -86,7 +86,7 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 		// No request is held open: the client asks its human and retries
 		// the call with the answer and this nonce, which is bound to the
 		// tool and the exact arguments.
-		nonce, err := s.approvals.issue(e.def.Name, digest(e.def.Name, input))
+		nonce, err := s.approvals.issue(ctx, e.def.Name, digest(e.def.Name, input))
 		if err != nil {
 			rec.approval = "not asked: " + err.Error()
 			s.cfg.Metrics.Approval(ops.AnswerError)
@@ -198,8 +198,8 @@ const operatorHeartbeat = a2a.HeartbeatInterval
 // redeem checks an answer carried by a retried call: the nonce must be one
 // this server issued, unexpired, unused, and issued for this tool and these
 // exact arguments. It is spent whatever the outcome.
-func (s *Server) redeem(e *entry, rt mcp.MultiRoundTripParams, input json.RawMessage, rec *record) (*mcp.CallToolResult, bool) {
-	if err := s.approvals.redeem(rt.RequestState, e.def.Name, digest(e.def.Name, input)); err != nil {
+func (s *Server) redeem(ctx context.Context, e *entry, rt mcp.MultiRoundTripParams, input json.RawMessage, rec *record) (*mcp.CallToolResult, bool) {
+	if err := s.approvals.redeem(ctx, rt.RequestState, e.def.Name, digest(e.def.Name, input)); err != nil {
 		s.cfg.Metrics.Approval(ops.AnswerError)
 		return s.deny(e, rec, err.Error()), false
 	}
@@ -318,10 +318,18 @@ func canonical(input json.RawMessage) []byte {
 	return b
 }
 
-// approvals are the approvals asked of clients of the 2026-07-28 revision
-// and not yet answered: random single-use nonces, each bound to a tool and
-// an argument digest, expiring with the approval timeout. They live in this
-// process only, so a retry reaching another gateway instance is denied.
+// approvalNonces keeps the approvals asked of clients of the 2026-07-28
+// revision and not yet answered: random single-use nonces, each bound to a
+// tool and an argument digest, expiring with the approval timeout. In
+// memory ([approvals]) a retry reaching another gateway instance is
+// denied; in a fleet's bucket ([bucketApprovals]) any gateway honours it,
+// once.
+type approvalNonces interface {
+	issue(ctx context.Context, tool string, d [sha256.Size]byte) (string, error)
+	redeem(ctx context.Context, nonce, tool string, d [sha256.Size]byte) error
+}
+
+// approvals are the pending approvals of one gateway, in memory.
 type approvals struct {
 	ttl time.Duration
 	max int
@@ -342,12 +350,11 @@ func newApprovals(ttl time.Duration, max int, now func() time.Time) *approvals {
 }
 
 // issue records a pending approval and returns its nonce.
-func (a *approvals) issue(tool string, d [sha256.Size]byte) (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("drawing an approval nonce: %w", err)
+func (a *approvals) issue(_ context.Context, tool string, d [sha256.Size]byte) (string, error) {
+	nonce, err := newNonce()
+	if err != nil {
+		return "", err
 	}
-	nonce := base64.RawURLEncoding.EncodeToString(b[:])
 	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -367,7 +374,7 @@ func (a *approvals) issue(tool string, d [sha256.Size]byte) (string, error) {
 
 // redeem spends the nonce and reports whether it approves tool with
 // arguments digest d.
-func (a *approvals) redeem(nonce, tool string, d [sha256.Size]byte) error {
+func (a *approvals) redeem(_ context.Context, nonce, tool string, d [sha256.Size]byte) error {
 	now := a.now()
 	a.mu.Lock()
 	p, ok := a.pending[nonce]
@@ -382,4 +389,14 @@ func (a *approvals) redeem(nonce, tool string, d [sha256.Size]byte) error {
 		return errApprovalMismatch
 	}
 	return nil
+}
+
+// newNonce draws an approval nonce: 256 random bits, URL-safe (it travels
+// as requestState and may name a key in a bucket).
+func newNonce() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("drawing an approval nonce: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }

@@ -31,7 +31,7 @@ func TestApproval(t *testing.T) {
 	servers := map[config.ConfirmPolicy]string{}
 	for _, policy := range []config.ConfirmPolicy{config.ConfirmAuto, config.ConfirmAlways, config.ConfirmNever} {
 		s, url := startServer(t, Config{Confirm: policy, ApprovalTimeout: approvalTimeout}, app.Tools())
-		s.approvals.now = clock.Now
+		s.approvals.(*approvals).now = clock.Now
 		servers[policy] = url
 	}
 	// stuck is released when the test ends, so handlers that never answer

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/approval"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
@@ -129,6 +131,20 @@ type Config struct {
 	// MaxTasks caps the tasks kept at once, running and finished, over all
 	// sessions; 0 means [config.DefaultMaxTasks].
 	MaxTasks int
+	// TaskStore keeps the MCP tasks; nil means a store in memory of
+	// MaxTasks tasks, as one gateway alone needs. A fleet passes the
+	// JetStream store its gateways share (expose.agent.mcp.fleet). The
+	// caller owns it.
+	TaskStore tasks.Store
+	// TaskCanceller reaches the gateway running a task's call when
+	// another one is asked to cancel it; nil means every task's call runs
+	// here.
+	TaskCanceller tasks.Canceller
+	// ApprovalBucket, when set, keeps the approvals asked of 2026-07-28
+	// clients between a call and its retry (the fleet's bucket), so that
+	// the retry may reach any gateway; nil keeps them in this process,
+	// where only this gateway honours them. The caller owns it.
+	ApprovalBucket jetstream.KeyValue
 	// Listening, when set, is called once [Server.Serve] has bound its
 	// address, with the address actually bound (the port is known even
 	// when 0 was asked for).

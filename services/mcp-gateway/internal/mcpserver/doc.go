@@ -51,10 +51,15 @@
 // task.go for why not with mcp-go's machinery): the call is checked and
 // approved on its own request, then runs on detached from it through the
 // same path as any call, and tasks/get, tasks/result, tasks/cancel and
-// tasks/list answer for the requesting session only. tasks/cancel cancels
+// tasks/list answer for the requesting caller only (the authenticated
+// subject; without authentication, the session). tasks/cancel cancels
 // the call's context, killing its process group. Finished tasks are kept
 // for a bounded time and number ([Config.TaskRetention],
-// [Config.MaxTasks]).
+// [Config.MaxTasks]). Where they are kept is package tasks' concern
+// ([Config.TaskStore]): in memory, or in the JetStream bucket a fleet of
+// gateways shares, where a task outlives its gateway and any gateway
+// answers for it, cancels reaching the one running the call
+// ([Config.TaskCanceller]).
 //
 // # Access
 //

@@ -1,6 +1,10 @@
 package mcpserver
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
+)
 
 // Errors returned by [New], [Build], [Server.SetTools] and [Server.Serve].
 // Each is wrapped with the detail that names what to fix.
@@ -24,11 +28,10 @@ var (
 )
 
 // Why a task's call was cancelled, as the task's statusMessage says, and
-// the refusal of a task beyond expose.agent.mcp.max_tasks.
+// the refusal of a task beyond expose.agent.mcp.max_tasks (tasks.ErrFull).
 var (
-	errTaskCancelled    = errors.New("cancelled by tasks/cancel")
+	errTaskCancelled    = tasks.ErrCancelled
 	errTaskRequestEnded = errors.New("the request that created it ended before the call was cleared to run")
-	errTaskSessionEnded = errors.New("its session ended")
-	errTaskStopping     = errors.New("the gateway is stopping")
-	errTasksFull        = errors.New("too many tasks are running")
+	errTaskSessionEnded = tasks.ErrSessionEnded
+	errTaskStopping     = tasks.ErrStopping
 )

@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
@@ -44,7 +45,7 @@ type Server struct {
 	// shares holds each caller's own slots, when its policy role limits
 	// it (access.go).
 	shares    policy.Shares
-	approvals *approvals
+	approvals approvalNonces
 	// entries maps each served name to its entry. It is replaced whole,
 	// never modified, so a call reads it without a lock.
 	entries atomic.Pointer[map[string]*entry]
@@ -66,8 +67,10 @@ type Server struct {
 	// res is the knowledge resources listing (resources.go).
 	res resourceState
 
-	// tasks holds the MCP tasks of every session (task.go).
-	tasks *taskStore
+	// tasks runs the MCP tasks of every session on the task store
+	// (task.go); ownTaskStore is set when the store is the server's own.
+	tasks        *tasks.Manager
+	ownTaskStore bool
 }
 
 // New builds the server that `serve` runs, with tools as the
@@ -97,9 +100,28 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		sessions:   newSessions(cfg.SessionIdleTimeout, cfg.MaxSessions, time.Now),
 		cancels:    newCancellations(),
 		stopExpiry: make(chan struct{}),
-		tasks:      newTaskStore(cfg.TaskRetention, cfg.MaxTasks, time.Now),
 	}
-	s.sessions.onEnd = s.tasks.dropSession
+	if cfg.ApprovalBucket != nil {
+		s.approvals = &bucketApprovals{kv: cfg.ApprovalBucket, ttl: cfg.ApprovalTimeout, now: time.Now}
+	}
+	store := cfg.TaskStore
+	if store == nil {
+		store = tasks.NewMemory(cfg.MaxTasks, time.Now)
+	}
+	s.tasks = tasks.NewManager(store, tasks.ManagerConfig{
+		Instance:  cfg.Instance,
+		Canceller: cfg.TaskCanceller,
+		Notify:    s.notifyTaskStatus,
+		Logger:    cfg.Logger,
+	})
+	// A session's end takes its own tasks with it; a caller's outlive it.
+	// With authentication no task is a session's, and there is nothing
+	// to look up (in a fleet, a round trip to the bucket per session).
+	s.sessions.onEnd = func(id string) {
+		if cfg.AuthToken == "" && cfg.Authenticate == nil {
+			s.tasks.Drop(tasks.SessionOwner(id))
+		}
+	}
 	empty := map[string]*entry{}
 	s.entries.Store(&empty)
 	opts := []server.ServerOption{
@@ -333,7 +355,7 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	cancelBase()
 	// Tasks outlive their requests, so the base context does not reach
 	// them: their commands are stopped here, within the same budget.
-	go s.tasks.close(ShutdownTimeout)
+	go s.tasks.Close(ShutdownTimeout)
 	shutCtx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(shutCtx)
@@ -352,7 +374,7 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		close(s.stopExpiry)
-		s.tasks.close(ShutdownTimeout)
+		s.tasks.Close(ShutdownTimeout)
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		defer cancel()
 		if err := s.streamable.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

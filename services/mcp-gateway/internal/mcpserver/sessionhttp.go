@@ -35,7 +35,7 @@ import (
 //     [cancellations]);
 //   - MCP tasks are served here, not by mcp-go (see task.go): the tasks/*
 //     methods are answered from the gateway's task store, for the
-//     requesting session only, and a task-augmented tools/call is
+//     requesting caller (or session, without authentication) only, and a task-augmented tools/call is
 //     prepared for the tool handler and answered with its task.
 //
 // It is a layer of its own, not a fork, so that it can go as mcp-go learns
@@ -105,19 +105,19 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 			s.cancels.cancel(id, msg.Params.RequestID)
 		}
 		if r.Method == http.MethodPost && isTaskMethod(msg.Method) {
-			s.serveTaskMethod(w, r, id, &msg)
+			s.serveTaskMethod(w, r, s.taskOwner(r, id), &msg)
 			return
 		}
 		var tr *taskRequest
 		if r.Method == http.MethodPost && msg.Method == string(mcp.MethodToolsCall) && len(msg.ID) > 0 {
 			var ok bool
-			if tr, ok = s.taskCall(w, id, &msg); !ok {
+			if tr, ok = s.taskCall(w, r, s.taskOwner(r, id), id, &msg); !ok {
 				return
 			}
 			if tr != nil {
 				// Runs last, after the answer is written: the room goes
 				// back unless the call became a task.
-				defer tr.room.release()
+				defer tr.room.Release()
 				r = r.WithContext(context.WithValue(r.Context(), taskRequestKey{}, tr))
 			}
 		}
@@ -213,7 +213,7 @@ func (s *Server) expireIdle(tick time.Duration, done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		s.tasks.sweep()
+		s.sweepTasks()
 		idle := s.sessions.idleOnes()
 		for _, id := range idle {
 			s.endSession(id)

@@ -3,18 +3,19 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 )
 
 // MCP tasks (protocol 2025-11-25) are served by the gateway itself, with
@@ -48,357 +49,37 @@ import (
 //     metrics like any call. A call denied before that point becomes a
 //     finished task holding the denial, and never runs;
 //   - tasks/get, tasks/result, tasks/cancel and tasks/list are answered
-//     from [taskStore], for the requesting session only: a task of another
-//     session is as unknown as one never created;
+//     from the task store (package tasks, [Config.TaskStore]: in memory,
+//     or a JetStream bucket a fleet shares) for the requesting owner
+//     only ([taskOwner]): the authenticated caller, else the session. A
+//     task of another owner is as unknown as one never created;
 //   - tasks/cancel cancels the call's context, which kills a local
 //     command's process group or sends the A2A cancel of a remote tool's
-//     streamed call, and answers once the call has returned (its slot is
-//     free) or after [taskCancelWait];
+//     streamed call (through the gateway running it, in a fleet), and
+//     answers once the call has returned (its slot is free) or after
+//     [tasks.CancelWait];
 //   - a finished task is kept for its ttl (at most
 //     expose.agent.mcp.task_retention) after it finished, and at most
 //     expose.agent.mcp.max_tasks tasks are kept: a new one drops the
 //     oldest finished task, and is refused while all are still running;
-//   - a task ends with its session, and with the gateway.
+//   - a task bound to a session ends with it; a task bound to a caller
+//     outlives the session, so that the caller may read it from a new
+//     one; every task this gateway runs ends with the gateway;
+//   - each change of status this gateway makes is sent to the session
+//     that created the task as notifications/tasks/status, when that
+//     session lives here and listens.
 //
 // Clients of the 2026-07-28 revision have no session and no tasks: a task
 // parameter on their tools/call is ignored and the call answered as any.
-const (
-	// taskPollInterval is the interval between tasks/get polls suggested
-	// to clients, in milliseconds.
-	taskPollInterval = 1000
-	// taskCancelWait bounds how long tasks/cancel waits for the cancelled
-	// call to return, its process group killed, before answering anyway.
-	taskCancelWait = 30 * time.Second
-	// taskMessageMax bounds a task's statusMessage.
-	taskMessageMax = 1024
-	// taskIDPrefix starts every task id.
-	taskIDPrefix = "task-"
-)
-
-// taskStore holds the tasks of every session. It is safe for concurrent
-// use.
-type taskStore struct {
-	retention time.Duration
-	max       int
-	now       func() time.Time
-
-	// base ends with the store: every task's call is cancelled with it.
-	base context.Context
-	stop context.CancelFunc
-	// running counts the calls of tasks still running; Add only under mu
-	// while not closed.
-	running sync.WaitGroup
-
-	mu sync.Mutex
-	// The fields below are guarded by mu.
-	byID     map[string]*task
-	reserved int
-	closed   bool
-}
-
-// task is one task. The fields above mu-guarded ones are set at creation
-// and never change.
-type task struct {
-	id      string
-	session string
-	tool    string
-	ttl     time.Duration
-	created time.Time
-	cancel  context.CancelCauseFunc
-	// terminal is closed when the status becomes terminal; ended when the
-	// call has returned, its process gone and its slot free.
-	terminal chan struct{}
-	ended    chan struct{}
-
-	// The fields below are guarded by taskStore.mu.
-	status   mcp.TaskStatus
-	message  string
-	updated  time.Time
-	finished time.Time
-	result   *mcp.CallToolResult
-}
-
-func newTaskStore(retention time.Duration, max int, now func() time.Time) *taskStore {
-	base, stop := context.WithCancel(context.Background())
-	return &taskStore{retention: retention, max: max, now: now, base: base, stop: stop, byID: map[string]*task{}}
-}
-
-// reserve makes room for one task before its call is looked at, so that a
-// task that would be refused asks no human first. The reservation is
-// used by [taskStore.create] or given back by its release.
-func (ts *taskStore) reserve() (*reservation, error) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.closed {
-		return nil, errTaskStopping
-	}
-	ts.sweepLocked()
-	if len(ts.byID)+ts.reserved >= ts.max && !ts.evictLocked() {
-		return nil, fmt.Errorf("%w: all %d tasks kept are still running (expose.agent.mcp.max_tasks); wait for one to finish or cancel one", errTasksFull, ts.max)
-	}
-	ts.reserved++
-	return &reservation{ts: ts}, nil
-}
-
-// reservation is room for one task.
-type reservation struct {
-	ts   *taskStore
-	once sync.Once
-}
-
-// release gives the room back unless a task took it; calling it again is
-// harmless.
-func (r *reservation) release() {
-	r.once.Do(func() {
-		r.ts.mu.Lock()
-		defer r.ts.mu.Unlock()
-		r.ts.reserved--
-	})
-}
-
-// useLocked turns the room into a task's.
-func (r *reservation) useLocked() {
-	r.once.Do(func() { r.ts.reserved-- })
-}
-
-// evictLocked drops the task that finished first, reporting false when
-// none has finished.
-func (ts *taskStore) evictLocked() bool {
-	var oldest *task
-	for _, t := range ts.byID {
-		if t.status.IsTerminal() && (oldest == nil || t.finished.Before(oldest.finished)) {
-			oldest = t
-		}
-	}
-	if oldest == nil {
-		return false
-	}
-	delete(ts.byID, oldest.id)
-	return true
-}
-
-// sweepLocked drops the finished tasks whose ttl has passed since they
-// finished.
-func (ts *taskStore) sweepLocked() {
-	now := ts.now()
-	for id, t := range ts.byID {
-		if t.status.IsTerminal() && !now.Before(t.finished.Add(t.ttl)) {
-			delete(ts.byID, id)
-		}
-	}
-}
-
-// sweep drops expired tasks; the idle-session loop calls it, so results
-// go even when no client asks.
-func (ts *taskStore) sweep() {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	ts.sweepLocked()
-}
-
-// create records a working task of session for tool in the room res
-// reserved. cancel cancels its call, whose end must be reported with
-// running.Done. It reports false once the store is closed.
-func (ts *taskStore) create(session, tool string, ttl time.Duration, res *reservation, cancel context.CancelCauseFunc) (*task, bool) {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand's contract)
-	now := ts.now()
-	t := &task{
-		id: taskIDPrefix + hex.EncodeToString(b[:]), session: session, tool: tool, ttl: ttl, created: now, cancel: cancel,
-		terminal: make(chan struct{}), ended: make(chan struct{}),
-		status: mcp.TaskStatusWorking, updated: now,
-	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.closed {
-		return nil, false
-	}
-	res.useLocked()
-	ts.byID[t.id] = t
-	ts.running.Add(1)
-	return t, true
-}
-
-// lookup returns task id of session, or nil for one that does not exist,
-// was dropped, or belongs to another session: all three look alike.
-func (ts *taskStore) lookup(session, id string) *task {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	ts.sweepLocked()
-	t := ts.byID[id]
-	if t == nil || t.session != session {
-		return nil
-	}
-	return t
-}
-
-// list returns the tasks of session, oldest first.
-func (ts *taskStore) list(session string) []mcp.Task {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	ts.sweepLocked()
-	var mine []*task
-	for _, t := range ts.byID {
-		if t.session == session {
-			mine = append(mine, t)
-		}
-	}
-	slices.SortFunc(mine, func(a, b *task) int {
-		if c := a.created.Compare(b.created); c != 0 {
-			return c
-		}
-		return bytes.Compare([]byte(a.id), []byte(b.id))
-	})
-	out := make([]mcp.Task, 0, len(mine))
-	for _, t := range mine {
-		out = append(out, t.viewLocked())
-	}
-	return out
-}
-
-// view returns the protocol's picture of t.
-func (ts *taskStore) view(t *task) mcp.Task {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return t.viewLocked()
-}
-
-func (t *task) viewLocked() mcp.Task {
-	ttl, poll := t.ttl.Milliseconds(), int64(taskPollInterval)
-	return mcp.Task{
-		TaskId:        t.id,
-		Status:        t.status,
-		StatusMessage: t.message,
-		CreatedAt:     t.created.UTC().Format(time.RFC3339Nano),
-		LastUpdatedAt: t.updated.UTC().Format(time.RFC3339Nano),
-		TTL:           &ttl,
-		PollInterval:  &poll,
-	}
-}
-
-// outcome returns t's status and result.
-func (ts *taskStore) outcome(t *task) (mcp.TaskStatus, string, *mcp.CallToolResult) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return t.status, t.message, t.result
-}
-
-// endLocked moves t to a terminal status, once.
-func (ts *taskStore) endLocked(t *task, status mcp.TaskStatus, message string, result *mcp.CallToolResult) {
-	if t.status.IsTerminal() {
-		return
-	}
-	now := ts.now()
-	t.status, t.message, t.result = status, truncateMessage(message), result
-	t.updated, t.finished = now, now
-	close(t.terminal)
-}
-
-// finish records the result of t's call. cause is why its context was
-// cancelled, nil if it was not. A task already cancelled stays so.
-func (ts *taskStore) finish(t *task, res *mcp.CallToolResult, cause error) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	switch {
-	case cause != nil:
-		ts.endLocked(t, mcp.TaskStatusCancelled, cause.Error(), nil)
-	case res.IsError:
-		// 2025-11-25: a tool result with isError set fails the task; the
-		// result still travels by tasks/result, as a plain call's would.
-		ts.endLocked(t, mcp.TaskStatusFailed, toolResultText(res), res)
-	default:
-		ts.endLocked(t, mcp.TaskStatusCompleted, "", res)
-	}
-}
-
-// cancelTask cancels t's call: the task is cancelled at once, and its call
-// told to stop. It reports false for a task already finished.
-func (ts *taskStore) cancelTask(t *task) bool {
-	ts.mu.Lock()
-	if t.status.IsTerminal() {
-		ts.mu.Unlock()
-		return false
-	}
-	ts.endLocked(t, mcp.TaskStatusCancelled, errTaskCancelled.Error(), nil)
-	ts.mu.Unlock()
-	t.cancel(errTaskCancelled)
-	return true
-}
-
-// dropSession forgets the tasks of a session that ended and cancels the
-// calls still running: nobody is left to fetch their results.
-func (ts *taskStore) dropSession(session string) {
-	ts.mu.Lock()
-	var running []*task
-	for id, t := range ts.byID {
-		if t.session != session {
-			continue
-		}
-		delete(ts.byID, id)
-		if !t.status.IsTerminal() {
-			ts.endLocked(t, mcp.TaskStatusCancelled, errTaskSessionEnded.Error(), nil)
-			running = append(running, t)
-		}
-	}
-	ts.mu.Unlock()
-	for _, t := range running {
-		t.cancel(errTaskSessionEnded)
-	}
-}
-
-// close cancels every task's call and waits, at most wait, for them to
-// return. It is idempotent.
-func (ts *taskStore) close(wait time.Duration) {
-	ts.mu.Lock()
-	ts.closed = true
-	ts.mu.Unlock()
-	ts.stop()
-	done := make(chan struct{})
-	go func() {
-		ts.running.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(wait):
-	}
-}
-
-// count returns the tasks kept.
-func (ts *taskStore) count() int {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return len(ts.byID)
-}
-
-// toolResultText joins a result's text content.
-func toolResultText(res *mcp.CallToolResult) string {
-	var b bytes.Buffer
-	for _, c := range res.Content {
-		if t, ok := mcp.AsTextContent(c); ok {
-			if b.Len() > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(t.Text)
-		}
-	}
-	return b.String()
-}
-
-func truncateMessage(s string) string {
-	if len(s) <= taskMessageMax {
-		return s
-	}
-	return string(bytes.ToValidUTF8([]byte(s[:taskMessageMax]), nil))
-}
 
 // taskRequest is what the session rules learned of a task-augmented
 // tools/call: they put it in the request's context for the tool handler,
 // and read back the task it created to answer with.
 type taskRequest struct {
+	owner   string
 	session string
 	ttl     time.Duration
-	room    *reservation
+	room    *tasks.Reservation
 
 	mu sync.Mutex
 	// claimed and answer are guarded by mu.
@@ -472,44 +153,47 @@ func taskStarted(ctx context.Context) {
 func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, req mcp.CallToolRequest) *mcp.CallToolResult {
 	// Until the call is cleared to run, it belongs to the request: a client
 	// that goes away while its human decides cancels it. After that only
-	// tasks/cancel, its session's end, tool_timeout and the gateway's stop
-	// end it.
+	// tasks/cancel, its session's end (for a session's task),
+	// tool_timeout and the gateway's stop end it.
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	t, ok := s.tasks.create(tr.session, name, tr.ttl, tr.room, cancel)
-	if !ok {
-		cancel(errTaskStopping)
-		return mcp.NewToolResultError(fmt.Sprintf("%s was not run: %v", name, errTaskStopping))
+	run, err := s.tasks.Start(ctx, tr.owner, tr.session, name, tr.ttl, tr.room, cancel)
+	if err != nil {
+		cancel(err)
+		return mcp.NewToolResultError(fmt.Sprintf("%s was not run: %v", name, err))
 	}
-	run := &taskRun{started: make(chan struct{})}
-	run.stopRequest = context.AfterFunc(ctx, func() { cancel(errTaskRequestEnded) })
-	stopStore := context.AfterFunc(s.tasks.base, func() { cancel(errTaskStopping) })
-	runCtx = context.WithValue(runCtx, taskRunKey{}, run)
+	t := run.Task()
+	started := &taskRun{started: make(chan struct{})}
+	started.stopRequest = context.AfterFunc(ctx, func() { cancel(errTaskRequestEnded) })
+	stopStore := context.AfterFunc(s.tasks.Base(), func() { cancel(errTaskStopping) })
+	runCtx = context.WithValue(runCtx, taskRunKey{}, started)
 
-	s.log.Info("MCP task created", "agent", s.cfg.Identity, "tool", name, "task", t.id, "ttl", t.ttl)
+	s.log.Info("MCP task created", "agent", s.cfg.Identity, "tool", name, "task", t.ID, "ttl", t.TTL)
 	go func() {
-		defer s.tasks.running.Done()
-		defer close(t.ended)
 		defer stopStore()
-		defer run.stopRequest()
+		defer started.stopRequest()
 		s.inFlight.Add(1)
 		res := s.handle(runCtx, name, req)
 		s.inFlight.Add(-1)
-		s.tasks.finish(t, res, context.Cause(runCtx))
+		run.Finish(res, context.Cause(runCtx))
 		cancel(nil)
 	}()
 	select {
-	case <-run.started:
-	case <-t.terminal:
+	case <-started.started:
+	case <-run.Ended():
+		// Finished before it was cleared to run: denied, or cancelled.
+		if got, err := s.tasks.Get(context.WithoutCancel(ctx), t.Owner, t.ID); err == nil {
+			t = got
+		}
 	}
-	tr.created(s.tasks.view(t))
-	return mcp.NewToolResultText(fmt.Sprintf("task %s was created: fetch its result with tasks/result", t.id))
+	tr.created(t.View())
+	return mcp.NewToolResultText(fmt.Sprintf("task %s was created: fetch its result with tasks/result", t.ID))
 }
 
-// taskCall prepares a task-augmented tools/call of session: it reads the
-// task parameter and reserves room for the task. It returns nil, true for
-// a call that asks for no task, and false when it has answered the
-// request itself with a JSON-RPC error.
-func (s *Server) taskCall(w http.ResponseWriter, session string, msg *jsonrpcHead) (*taskRequest, bool) {
+// taskCall prepares a task-augmented tools/call of owner, made in session:
+// it reads the task parameter and reserves room for the task. It returns
+// nil, true for a call that asks for no task, and false when it has
+// answered the request itself with a JSON-RPC error.
+func (s *Server) taskCall(w http.ResponseWriter, r *http.Request, owner, session string, msg *jsonrpcHead) (*taskRequest, bool) {
 	asked, ttl, err := s.taskTTL(msg.Params.Task)
 	if err != nil {
 		writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, err.Error())
@@ -518,13 +202,23 @@ func (s *Server) taskCall(w http.ResponseWriter, session string, msg *jsonrpcHea
 	if !asked {
 		return nil, true
 	}
-	room, err := s.tasks.reserve()
+	room, err := s.tasks.Reserve(r.Context())
 	if err != nil {
 		s.log.Warn("refused an MCP task", "agent", s.cfg.Identity, "error", err)
 		writeRPCError(w, msg.ID, mcp.INTERNAL_ERROR, err.Error())
 		return nil, false
 	}
-	return &taskRequest{session: session, ttl: ttl, room: room}, true
+	return &taskRequest{owner: owner, session: session, ttl: ttl, room: room}, true
+}
+
+// taskOwner is whose tasks a request may see: its authenticated caller's
+// (an OAuth subject; with auth_token_env, the token's holders, who are one
+// caller), else, with no authentication at all, its session's.
+func (s *Server) taskOwner(r *http.Request, session string) string {
+	if c := auth.CallerFrom(r.Context()); c != nil && (!c.Static || s.cfg.AuthToken != "" || s.cfg.Authenticate != nil) {
+		return tasks.CallerOwner(c.Subject)
+	}
+	return tasks.SessionOwner(session)
 }
 
 // taskTTL reads a tools/call's task parameter: asked is false for none
@@ -576,19 +270,29 @@ func isTaskMethod(method string) bool {
 }
 
 // serveTaskMethod answers tasks/get, tasks/result, tasks/cancel and
-// tasks/list for session.
-func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, session string, msg *jsonrpcHead) {
+// tasks/list for owner.
+func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner string, msg *jsonrpcHead) {
 	if len(msg.ID) == 0 {
 		// A notification asks for no answer.
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	ctx := r.Context()
 	if msg.Method == string(mcp.MethodTasksList) {
 		if c := bytes.TrimSpace(msg.Params.Cursor); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
 			writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("unknown cursor %s: tasks/list answers in one page", clip(c)))
 			return
 		}
-		writeRPCResult(w, msg.ID, mcp.ListTasksResult{Tasks: s.tasks.list(session)})
+		list, err := s.tasks.List(ctx, owner)
+		if err != nil {
+			s.taskStoreError(w, msg, err)
+			return
+		}
+		views := make([]mcp.Task, 0, len(list))
+		for _, t := range list {
+			views = append(views, t.View())
+		}
+		writeRPCResult(w, msg.ID, mcp.ListTasksResult{Tasks: views})
 		return
 	}
 	var id string
@@ -596,52 +300,90 @@ func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, session
 		writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("%s needs params.taskId, the id of a task", msg.Method))
 		return
 	}
-	t := s.tasks.lookup(session, id)
-	if t == nil {
-		writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, taskNotFound(id))
-		return
-	}
 	switch mcp.MCPMethod(msg.Method) {
 	case mcp.MethodTasksGet:
-		writeRPCResult(w, msg.ID, mcp.NewGetTaskResult(s.tasks.view(t)))
+		t, err := s.tasks.Get(ctx, owner, id)
+		if err != nil {
+			s.taskError(w, msg, id, err)
+			return
+		}
+		writeRPCResult(w, msg.ID, mcp.NewGetTaskResult(t.View()))
 	case mcp.MethodTasksCancel:
-		if !s.tasks.cancelTask(t) {
-			status, _, _ := s.tasks.outcome(t)
-			writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s is already %s: only a working task can be cancelled", id, status))
-			return
-		}
-		s.log.Info("MCP task cancelled", "agent", s.cfg.Identity, "tool", t.tool, "task", id)
 		// Answered once the call has returned: the process group is then
-		// gone and the slot free.
-		wait := time.NewTimer(taskCancelWait)
-		defer wait.Stop()
-		select {
-		case <-t.ended:
-		case <-wait.C:
-			s.log.Warn("a cancelled MCP task's call has not returned yet", "agent", s.cfg.Identity, "tool", t.tool, "task", id, "waited", taskCancelWait)
-		case <-r.Context().Done():
+		// gone and the slot free, here or on the gateway running it.
+		t, err := s.tasks.Cancel(ctx, owner, id)
+		switch {
+		case errors.Is(err, tasks.ErrFinished):
+			writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s is already %s: only a working task can be cancelled", id, t.Status))
+			return
+		case err != nil:
+			s.taskError(w, msg, id, err)
+			return
+		case ctx.Err() != nil:
 			return
 		}
-		writeRPCResult(w, msg.ID, mcp.NewCancelTaskResult(s.tasks.view(t)))
+		s.log.Info("MCP task cancelled", "agent", s.cfg.Identity, "tool", t.Tool, "task", id, "instance", t.Instance)
+		writeRPCResult(w, msg.ID, mcp.NewCancelTaskResult(t.View()))
 	case mcp.MethodTasksResult:
-		select {
-		case <-t.terminal:
-		case <-r.Context().Done():
+		t, err := s.tasks.Wait(ctx, owner, id)
+		if ctx.Err() != nil {
 			return
 		}
-		status, message, res := s.tasks.outcome(t)
-		if res == nil {
-			writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s was %s (%s): it has no result", id, status, message))
+		if err != nil {
+			s.taskError(w, msg, id, err)
 			return
 		}
-		out := *res
+		if t.Result == nil {
+			writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s was %s (%s): it has no result", id, t.Status, t.Message))
+			return
+		}
+		out := *t.Result
 		out.Meta = mcp.WithRelatedTask(id)
 		writeRPCResult(w, msg.ID, out)
 	}
 }
 
+// taskError answers a task method whose task could not be read: not
+// found, or the store unreachable.
+func (s *Server) taskError(w http.ResponseWriter, msg *jsonrpcHead, id string, err error) {
+	if errors.Is(err, tasks.ErrNotFound) {
+		writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, taskNotFound(id))
+		return
+	}
+	s.taskStoreError(w, msg, err)
+}
+
+// taskStoreError answers a task method when the store failed.
+func (s *Server) taskStoreError(w http.ResponseWriter, msg *jsonrpcHead, err error) {
+	s.log.Warn("reading MCP tasks", "agent", s.cfg.Identity, "method", msg.Method, "error", err)
+	writeRPCError(w, msg.ID, mcp.INTERNAL_ERROR, fmt.Sprintf("the task store cannot be read now, try again: %v", err))
+}
+
+// notifyTaskStatus sends notifications/tasks/status for t to the session
+// that created it, when that session lives on this gateway. The session
+// hears it on its standing event stream, if it holds one; a session of
+// another gateway, or one gone, hears nothing and polls as ever.
+func (s *Server) notifyTaskStatus(t tasks.Task) {
+	if t.Session == "" {
+		return
+	}
+	v := t.View()
+	params := map[string]any{
+		"taskId":        v.TaskId,
+		"status":        v.Status,
+		"createdAt":     v.CreatedAt,
+		"lastUpdatedAt": v.LastUpdatedAt,
+		"ttl":           *v.TTL,
+		"pollInterval":  *v.PollInterval,
+	}
+	if v.StatusMessage != "" {
+		params["statusMessage"] = v.StatusMessage
+	}
+	_ = s.mcp.SendNotificationToSpecificClient(t.Session, string(mcp.MethodNotificationTasksStatus), params)
+}
+
 func taskNotFound(id string) string {
-	return fmt.Sprintf("task %s not found: it does not exist in this session, or it finished longer ago than its ttl (expose.agent.mcp.task_retention) or made room for newer ones (expose.agent.mcp.max_tasks)", clip([]byte(id)))
+	return fmt.Sprintf("task %s not found: it does not exist for this caller or session, or it finished longer ago than its ttl (expose.agent.mcp.task_retention) or made room for newer ones (expose.agent.mcp.max_tasks)", clip([]byte(id)))
 }
 
 // rpcAnswer is a JSON-RPC response the gateway writes itself.
@@ -727,3 +469,17 @@ func taskHooks(h *server.Hooks) {
 		}
 	})
 }
+
+// sweepTasks drops the tasks whose ttl has passed, so results go even when
+// no client asks; the idle-session loop calls it.
+func (s *Server) sweepTasks() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.tasks.Sweep(ctx); err != nil {
+		s.log.Warn("sweeping expired MCP tasks", "agent", s.cfg.Identity, "error", err)
+	}
+}
+
+// Tasks returns the server's task manager, for a fleet's membership
+// ([tasks.Fleet.Start]) to stop the calls other gateways cancel.
+func (s *Server) Tasks() *tasks.Manager { return s.tasks }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
@@ -167,7 +169,7 @@ func TestTaskRunsToCompletion(t *testing.T) {
 
 	args := map[string]any{"message": "as a task"}
 	task := createTask(t, c, "echo", args, map[string]any{})
-	if !strings.HasPrefix(task.TaskId, taskIDPrefix) || task.TTL == nil || *task.TTL != config.DefaultTaskRetention.Milliseconds() || task.PollInterval == nil {
+	if !strings.HasPrefix(task.TaskId, tasks.IDPrefix) || task.TTL == nil || *task.TTL != config.DefaultTaskRetention.Milliseconds() || task.PollInterval == nil {
 		t.Errorf("created: got %+v, want an id, the default retention as ttl and a poll interval", task)
 	}
 	if task.Status != mcp.TaskStatusWorking && task.Status != mcp.TaskStatusCompleted {
@@ -528,7 +530,7 @@ func TestTaskSessionIsolation(t *testing.T) {
 		t.Fatalf("closing the owner's session: %v", err)
 	}
 	fisktest.WaitFor(t, 10*time.Second, "the ended session's command to be killed", func() bool { return fisktest.ProcessGone(pid) })
-	fisktest.WaitFor(t, 10*time.Second, "the ended session's tasks to be dropped", func() bool { return s.tasks.count() == 0 })
+	fisktest.WaitFor(t, 10*time.Second, "the ended session's tasks to be dropped", func() bool { return s.tasks.Count(t.Context()) == 0 })
 }
 
 // TestTaskHostileInput: malformed task parameters and task ids are refused
@@ -580,7 +582,7 @@ func TestTaskHostileInput(t *testing.T) {
 		}
 	})
 
-	if n := s.tasks.count(); n != 0 {
+	if n := s.tasks.Count(t.Context()); n != 0 {
 		t.Fatalf("tasks kept after the refusals: got %d, want 0", n)
 	}
 	// The one room of max_tasks 1 is free: the refusals gave it back.
@@ -687,5 +689,53 @@ func TestTaskProgress(t *testing.T) {
 		if n.message == "" || !strings.Contains(cr.Output, n.message) {
 			t.Errorf("notification %d: got message %q, want a piece of the output", i, n.message)
 		}
+	}
+}
+
+// TestTaskStatusNotification: the session that created a task hears its
+// end as notifications/tasks/status on its standing event stream; another
+// session hears nothing of it.
+func TestTaskStatusNotification(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	_, url := startServer(t, Config{}, app.Tools())
+	type heard struct {
+		mu    sync.Mutex
+		notes []map[string]any
+	}
+	listen := func(c *client.Client) *heard {
+		h := &heard{}
+		c.OnNotification(func(n mcp.JSONRPCNotification) {
+			if n.Method != string(mcp.MethodNotificationTasksStatus) {
+				return
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.notes = append(h.notes, n.Params.AdditionalFields)
+		})
+		return h
+	}
+	listening := []transport.StreamableHTTPCOption{transport.WithContinuousListening()}
+	owner := connect(t, url, legacyEra, listening)
+	other := connect(t, url, legacyEra, listening)
+	ownerHeard, otherHeard := listen(owner), listen(other)
+
+	task := createTask(t, owner, "echo", map[string]any{"message": "x"}, map[string]any{})
+	fisktest.WaitFor(t, 10*time.Second, "notifications/tasks/status of the finished task", func() bool {
+		ownerHeard.mu.Lock()
+		defer ownerHeard.mu.Unlock()
+		for _, n := range ownerHeard.notes {
+			if n["taskId"] == task.TaskId && n["status"] == string(mcp.TaskStatusCompleted) {
+				return true
+			}
+		}
+		return false
+	})
+	// A plain call on the other session, answered after the task ended:
+	// had a notification been sent its way, it would have come first.
+	callTool(t, other, "echo", map[string]any{"message": "y"})
+	otherHeard.mu.Lock()
+	defer otherHeard.mu.Unlock()
+	if len(otherHeard.notes) != 0 {
+		t.Errorf("another session heard %v, want nothing of this task", otherHeard.notes)
 	}
 }
