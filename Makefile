@@ -75,7 +75,9 @@ build:
 	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o bin/mcp-gateway ./services/mcp-gateway
 	CGO_ENABLED=0 go build -o bin/fiskdemo ./integration/fiskdemo
 
-# tools installs the real programs the tests drive: Debian's chromium
+# tools installs the real programs the tests drive: Debian's systemd
+# (systemd-analyze verifies the release's units) and rpm (rpm -qpl reads
+# the release's .rpm) for make dist-test, Debian's chromium
 # with apt-get (as root, when /usr/bin/chromium is missing) and
 # playwright-core to drive it (TestApprovalsWebBrowser), the nats CLI
 # (natscli v0.5.0), Node with the MCP conformance suite (TestMCPConformance), and
@@ -87,6 +89,12 @@ build:
 tools: CLAUDE_CODE_VERSION := 2.1.332
 tools: CLAUDE_CODE := $(NPM_DIR)/node_modules/.bin/claude
 tools:
+	@command -v systemd-analyze >/dev/null && command -v rpm >/dev/null || { \
+		echo "== apt-get install systemd rpm"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd rpm >/dev/null && \
+		command -v systemd-analyze >/dev/null && command -v rpm >/dev/null || { \
+			echo "make tools: systemd-analyze or rpm is missing and apt-get could not install Debian's systemd and rpm packages: install them as root"; exit 1; }; \
+	}
 	@test -x /usr/bin/chromium || { \
 		echo "== apt-get install chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null && \

@@ -190,7 +190,12 @@ func serveInstalled(t *testing.T, r release) {
 	cfg = regexp.MustCompile(`(?m)^remote_tools:\n  - host: demo\n`).ReplaceAllString(cfg, "remote_tools:\n  - host: ops\n")
 	writeOperatorFile(t, "/etc/fiskfleet/ops.yaml", cfg, gid)
 
-	state := t.TempDir()
+	// The state directory systemd would make (StateDirectory=), where the
+	// fiskfleet user can reach it: t.TempDir's parents are root's alone.
+	state := filepath.Join(appDir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Chown(state, uid, gid); err != nil {
 		t.Fatal(err)
 	}
