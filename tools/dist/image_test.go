@@ -107,7 +107,7 @@ func TestReleaseImage(t *testing.T) {
 			}
 			for _, svc := range dist.Services {
 				bin := filepath.Join(root, "usr/bin", svc.Name)
-				checkBuild(t, bin, dist.Target{OS: "linux", Arch: arch}, r.version)
+				checkBuild(t, bin, dist.Target{OS: "linux", Arch: arch}, r.commit)
 				if arch == runtime.GOARCH && runtime.GOOS == "linux" {
 					checkVersionOutput(t, bin, svc.Name, r)
 				}

@@ -72,8 +72,10 @@ func TestReleaseRPM(t *testing.T) {
 			if err != nil {
 				t.Fatalf("rpm -qp: %v\n%s", err, out)
 			}
-			rpmVersion := strings.ReplaceAll(r.version, "-", "~")
-			if got, want := string(out), "fiskfleet "+rpmVersion+" "+rpmArch; !strings.HasPrefix(got, "fiskfleet ") || !strings.HasSuffix(got, " "+rpmArch) {
+			// nfpm's semver mapping: the pre-release after "~" (sorting
+			// below the release), an RPM version's forbidden "-" as "_".
+			rpmVersion := strings.ReplaceAll(strings.Replace(r.version, "-", "~", 1), "-", "_")
+			if got, want := string(out), "fiskfleet "+rpmVersion+" "+rpmArch; got != want {
 				t.Errorf("got %q, want %q", got, want)
 			}
 			out, _ = exec.Command(rpm, "-qpc", pkg).CombinedOutput()

@@ -49,8 +49,8 @@ type Config struct {
 	// Arch is the GOARCH of the binaries; the OS is always linux.
 	Arch string
 	// Binaries maps a command name (a2a-agent) to the binary on disk.
-	// The first in sorted order that is not a2a-agent is still selectable:
-	// every binary is on PATH and the image has no entrypoint.
+	// Each goes to /usr/bin, on PATH; the image has no entrypoint, so
+	// the command given to the container picks the service.
 	Binaries map[string]string
 	// Examples are copied to /etc/fiskfleet/examples.
 	Examples []archive.Entry
