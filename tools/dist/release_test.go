@@ -2,8 +2,8 @@ package dist_test
 
 import (
 	"archive/tar"
-	"bytes"
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"debug/buildinfo"
