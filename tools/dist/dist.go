@@ -47,11 +47,11 @@ var DefaultTargets = []Target{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin",
 func ParseTargets(s string) ([]Target, error) {
 	var out []Target
 	for _, p := range strings.Split(s, ",") {
-		os, arch, ok := strings.Cut(strings.TrimSpace(p), "/")
-		if !ok || os == "" || arch == "" {
+		goos, goarch, ok := strings.Cut(strings.TrimSpace(p), "/")
+		if !ok || goos == "" || goarch == "" {
 			return nil, fmt.Errorf("%w: target %q is not OS/ARCH", ErrInvalidConfig, p)
 		}
-		out = append(out, Target{os, arch})
+		out = append(out, Target{goos, goarch})
 	}
 	return out, nil
 }
