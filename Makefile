@@ -3,7 +3,7 @@
 # go.work ties the modules together; `go test ./...` from the root finds no
 # module, so every target loops over MODULES.
 
-MODULES   := schemas shared services/a2a-agent services/mcp-gateway integration
+MODULES   := schemas shared services/a2a-agent services/mcp-gateway integration tools
 GOBIN     := $(shell go env GOPATH)/bin
 NATSCLI   := github.com/nats-io/natscli/nats@v0.5.0
 export PATH := $(GOBIN):$(PATH)
@@ -43,7 +43,24 @@ BENCH_OUT ?= bin/bench.json
 SOAK      ?= 10m
 SOAK_RATE ?= 10
 
-.PHONY: all build test lint fuzz bench bench-quick soak run tools clean
+.PHONY: all build test lint fuzz bench bench-quick soak run tools clean dist dist-test
+
+# Release metadata, from git. VERSION is the newest v* tag without its v
+# (1.2.3, or 1.2.3-4-gabcdef1 past it, -dirty with local changes); with
+# no tag yet it is 0.0.0-COUNT-gHASH, which sorts below every release.
+# The build date is the commit's time, not the clock's, so two builds of
+# one commit are identical: SOURCE_DATE_EPOCH, as reproducible-builds.org
+# names it.
+VERSION           ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null) && echo "$${v\#v}" || \
+	echo "0.0.0-$$(git rev-list --count HEAD 2>/dev/null || echo 0)-g$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)")
+COMMIT            ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+BUILD_DATE        := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r $(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS           := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
+# DIST_DIR is where make dist writes; DIST_TARGETS narrows its OS/ARCH
+# list (e.g. linux/amd64) for a quicker local build.
+DIST_DIR          ?= dist
+DIST_TARGETS      ?=
 
 all: lint build test
 
@@ -54,14 +71,15 @@ all: lint build test
 # NSS modules. The tests keep cgo, which -race needs.
 build:
 	@mkdir -p bin
-	CGO_ENABLED=0 go build -o bin/a2a-agent ./services/a2a-agent
-	CGO_ENABLED=0 go build -o bin/mcp-gateway ./services/mcp-gateway
+	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o bin/a2a-agent ./services/a2a-agent
+	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o bin/mcp-gateway ./services/mcp-gateway
 	CGO_ENABLED=0 go build -o bin/fiskdemo ./integration/fiskdemo
 
 # tools installs the real programs the tests drive: Debian's haproxy
-# (TestGatewayFleet's load balancer) and chromium with apt-get (each when
-# missing and make runs as root, as in CI; anyone else is told to install
-# it) and
+# (TestGatewayFleet's load balancer), systemd (systemd-analyze verifies the
+# release's units) and rpm (rpm -qpl reads the release's .rpm) for make
+# dist-test, and chromium, with apt-get (each when missing and make runs as
+# root, as in CI; anyone else is told to install it) and
 # playwright-core to drive it (TestApprovalsWebBrowser), the nats CLI
 # (natscli v0.5.0), Node with the MCP conformance suite (TestMCPConformance), and
 # Claude Code (TestClaudeCodeWithToken), whose npm package ships its native
@@ -79,6 +97,14 @@ tools:
 			echo "make tools: haproxy is missing and apt-get could not install Debian's haproxy package: check apt-get's output above"; exit 1; }; \
 	else \
 		echo "make tools: no haproxy, and installing it needs root: run sudo apt-get install haproxy, or the gateway fleet tests skip"; \
+	fi
+	@command -v systemd-analyze >/dev/null && command -v rpm >/dev/null || if [ "$$(id -u)" = 0 ]; then \
+		echo "== apt-get install systemd rpm"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd rpm >/dev/null && \
+		command -v systemd-analyze >/dev/null && command -v rpm >/dev/null || { \
+			echo "make tools: systemd-analyze or rpm is missing and apt-get could not install Debian's systemd and rpm packages: check apt-get's output above"; exit 1; }; \
+	else \
+		echo "make tools: no systemd-analyze or rpm, and installing them needs root: run sudo apt-get install systemd rpm, or make dist-test cannot verify the packages"; \
 	fi
 	@test -x /usr/bin/chromium || if [ "$$(id -u)" = 0 ]; then \
 		echo "== apt-get install chromium"; \
@@ -184,5 +210,28 @@ soak:
 	go build -o bin/soak ./integration/cmd/soak
 	exec bin/soak -devfleet bin/devfleet -duration $(SOAK) -rate $(SOAK_RATE)
 
+# dist writes the release to DIST_DIR (tools/cmd/fiskdist): for linux and
+# darwin on amd64 and arm64 a tar.gz of both services, for linux a .deb,
+# an .rpm and an OCI image tarball, a CycloneDX SBOM beside each, and
+# SHA256SUMS, which it then checks. DIST_DIR is emptied first, so the sums
+# cover exactly one release.
+dist:
+	rm -rf $(DIST_DIR)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./tools/cmd/fiskdist -root . -out $(DIST_DIR) \
+		-version '$(VERSION)' -commit '$(COMMIT)' -source-date-epoch $(SOURCE_DATE_EPOCH) \
+		$(if $(DIST_TARGETS),-targets '$(DIST_TARGETS)')
+	cd $(DIST_DIR) && sha256sum --check --quiet SHA256SUMS
+
+# dist-test checks the release in DIST_DIR (tools/dist/release_test.go):
+# the checksums and SBOMs, the archives' contents, the units with
+# systemd-analyze, the .rpm's file list, the image's manifest, config and
+# binary, the .deb installed with dpkg, used and purged (as root), the
+# versions on every surface, and a second build at the same commit
+# byte for byte. make dist first.
+dist-test: tools
+	cd tools && FISKFLEET_DIST_DIR=$(abspath $(DIST_DIR)) FISKFLEET_DIST_VERSION='$(VERSION)' \
+		FISKFLEET_DIST_COMMIT='$(COMMIT)' SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+		go test -count=1 -timeout 20m -v -run '^TestRelease' ./dist/
+
 clean:
-	rm -rf bin
+	rm -rf bin $(DIST_DIR)

@@ -12,11 +12,18 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/fiskfleet/fiskfleet/shared/buildinfo"
 	"github.com/fiskfleet/fiskfleet/shared/logging"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, commit and date are stamped by release builds (make dist) with
+// -ldflags "-X main.version=... -X main.commit=... -X main.date=...";
+// buildinfo.New turns what is left unset into its stand-ins.
+var (
+	version = "dev"
+	commit  = ""
+	date    = ""
+)
 
 type root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
@@ -34,10 +41,11 @@ type root struct {
 
 func main() {
 	var r root
+	bi := buildinfo.New(version, commit, date)
 	kctx := kong.Parse(&r,
 		kong.Name("a2a-agent"),
 		kong.Description("Serve a fisk application's commands to other agents over NATS, and call agents on the bus."),
-		kong.Vars{"version": version},
+		kong.Vars{"version": bi.String("a2a-agent")},
 		kong.UsageOnError(),
 	)
 	log, err := r.Logger(os.Stderr)
@@ -46,7 +54,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
-	kctx.Bind(log, env{stdout: os.Stdout, stderr: os.Stderr, version: version}, input{r: os.Stdin})
+	kctx.Bind(log, env{stdout: os.Stdout, stderr: os.Stderr, version: bi.Version}, input{r: os.Stdin})
 	if err := kctx.Run(); err != nil {
 		var ec exitCode
 		if errors.As(err, &ec) {

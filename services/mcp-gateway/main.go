@@ -12,11 +12,18 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/fiskfleet/fiskfleet/shared/buildinfo"
 	"github.com/fiskfleet/fiskfleet/shared/logging"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, commit and date are stamped by release builds (make dist) with
+// -ldflags "-X main.version=... -X main.commit=... -X main.date=...";
+// buildinfo.New turns what is left unset into its stand-ins.
+var (
+	version = "dev"
+	commit  = ""
+	date    = ""
+)
 
 type root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
@@ -29,10 +36,11 @@ type root struct {
 
 func main() {
 	var r root
+	bi := buildinfo.New(version, commit, date)
 	kctx := kong.Parse(&r,
 		kong.Name("mcp-gateway"),
 		kong.Description("Serve a fisk application's commands to MCP clients over streamable HTTP."),
-		kong.Vars{"version": version},
+		kong.Vars{"version": bi.String("mcp-gateway")},
 		kong.UsageOnError(),
 	)
 	log, err := r.Logger(os.Stderr)
@@ -41,7 +49,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
-	kctx.Bind(log, env{stdout: os.Stdout, version: version, lookupEnv: os.LookupEnv})
+	kctx.Bind(log, env{stdout: os.Stdout, version: bi.Version, lookupEnv: os.LookupEnv})
 	if err := kctx.Run(); err != nil {
 		fmt.Fprintf(os.Stderr, "mcp-gateway: %v\n", err)
 		os.Exit(1)
