@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -127,11 +129,49 @@ func call(ctx context.Context, c Caller, n Named, req tool.Request) (*a2a.ToolRe
 	if !ok {
 		return c.CallTool(ctx, n.Host, n.Remote, req.Input)
 	}
+	// handedOff is set once call returns: output arriving later (a stream
+	// still draining after its caller gave up) is not written to a writer
+	// its owner may have stopped.
+	var handedOff atomic.Bool
 	var onOutput func(string)
 	if w := req.Output; w != nil {
 		// The writer's errors are its own business: output still reaches
 		// the final reply, which stays authoritative.
-		onOutput = func(chunk string) { _, _ = io.WriteString(w, chunk) }
+		onOutput = func(chunk string) {
+			if !handedOff.Load() {
+				_, _ = io.WriteString(w, chunk)
+			}
+		}
 	}
-	return s.StreamTool(ctx, n.Host, n.Remote, req.Input, onOutput)
+	type answer struct {
+		reply *a2a.ToolReply
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		reply, err := s.StreamTool(ctx, n.Host, n.Remote, req.Input, onOutput)
+		done <- answer{reply, err}
+	}()
+	defer handedOff.Store(true)
+	select {
+	case a := <-done:
+		return a.reply, a.err
+	case <-ctx.Done():
+	}
+	// StreamTool has sent the agent a cancel and waits for the final
+	// reply, up to three heartbeats when the agent's answer was lost
+	// (its server went away mid-call). The call's own deadline is what
+	// its caller was promised: wait a moment for the canceled reply, then
+	// answer without it; the stream ends on its own.
+	select {
+	case a := <-done:
+		return a.reply, a.err
+	case <-time.After(cancelGrace):
+		return nil, fmt.Errorf("%w: no answer from %s within %s of the cancel", ctx.Err(), n.Host, cancelGrace)
+	}
 }
+
+// cancelGrace is how long a remote call whose context ended waits for the
+// agent's answer to its cancel: a live agent answers within milliseconds
+// (its process group killed, the output so far in the reply).
+const cancelGrace = time.Second
