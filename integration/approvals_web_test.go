@@ -219,7 +219,7 @@ func startWebApprover(tb testing.TB, f *apprFleet) (*gatewayProcess, *browserRun
 		tb.Fatal(err)
 	}
 	node, pw := filepath.Join(root, conformanceNode), filepath.Join(root, browserPlaywright)
-	requireInstalled(tb, "Chromium with playwright-core", browserChromium, node, pw)
+	fisktest.RequireInstalled(tb, "Chromium with playwright-core", browserChromium, node, pw)
 	gwCfg := fleettest.WriteAgentConfig(tb, fleettest.Agent{
 		Identity:        "apprwebgw",
 		ApplicationPath: fleettest.FiskDemo(tb),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
 	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 )
 
 // Where `make tools` installs the official MCP conformance suite
@@ -51,29 +52,8 @@ func findConformanceSuite(tb testing.TB) conformanceSuite {
 		tb.Fatal(err)
 	}
 	s := conformanceSuite{node: filepath.Join(root, conformanceNode), cli: filepath.Join(root, conformanceCLI)}
-	requireInstalled(tb, "the MCP conformance suite", s.node, s.cli)
+	fisktest.RequireInstalled(tb, "the MCP conformance suite", s.node, s.cli)
 	return s
-}
-
-// requireInstalled skips tb when one of paths, installed by `make tools`
-// from npm, is missing, unless CI is set: there what, the tool the test
-// drives, must be installed, and its absence fails the test.
-func requireInstalled(tb testing.TB, what string, paths ...string) {
-	tb.Helper()
-	var missing []string
-	for _, p := range paths {
-		if _, err := os.Stat(p); err != nil {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := fmt.Sprintf("%s is not installed (no %s): run `make tools`", what, strings.Join(missing, ", "))
-	if os.Getenv("CI") == "" {
-		tb.Skip(msg)
-	}
-	tb.Fatalf("%s; CI is set, where it must run", msg)
 }
 
 // run runs the suite's command with args to completion.

@@ -861,7 +861,7 @@ func findClaudeCode(tb testing.TB) claudeCode {
 		tb.Fatal(err)
 	}
 	bin := filepath.Join(root, claudeCodeBin)
-	requireInstalled(tb, "Claude Code", bin)
+	fisktest.RequireInstalled(tb, "Claude Code", bin)
 	return claudeCode{bin: bin}
 }
 

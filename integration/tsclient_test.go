@@ -38,7 +38,7 @@ func findTSClient(tb testing.TB) tsClient {
 		sdk:    filepath.Join(root, tsSDKDir),
 		script: filepath.Join(root, "integration", "tsclient", "stream.mjs"),
 	}
-	requireInstalled(tb, "the MCP TypeScript SDK", c.node, filepath.Join(c.sdk, "package.json"))
+	fisktest.RequireInstalled(tb, "the MCP TypeScript SDK", c.node, filepath.Join(c.sdk, "package.json"))
 	return c
 }
 

@@ -254,3 +254,31 @@ func ProcessGone(pid int) bool {
 	s := string(stat)
 	return strings.HasPrefix(strings.TrimSpace(s[strings.LastIndexByte(s, ')')+1:]), "Z")
 }
+
+// RequireInstalled skips tb when one of paths, which `make tools`
+// installs, is missing, unless CI is set: there what, the tool the test
+// drives, must be installed, and its absence fails the test. A test never
+// passes silently for want of its real component.
+func RequireInstalled(tb testing.TB, what string, paths ...string) {
+	tb.Helper()
+	var missing []string
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	SkipUnlessCI(tb, fmt.Sprintf("%s is not installed (no %s): run `make tools`", what, strings.Join(missing, ", ")))
+}
+
+// SkipUnlessCI skips tb with msg, naming what is missing, or fails it when
+// CI is set, where every component the tests drive must be installed.
+func SkipUnlessCI(tb testing.TB, msg string) {
+	tb.Helper()
+	if os.Getenv("CI") == "" {
+		tb.Skip(msg)
+	}
+	tb.Fatalf("%s; CI is set, where it must run", msg)
+}

@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -39,7 +37,7 @@ func TestPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	node, pw := filepath.Join(root, npmNode), filepath.Join(root, playwrightCore)
-	requireInstalled(t, "Chromium with playwright-core", chromiumBin, node, pw)
+	fisktest.RequireInstalled(t, "Chromium with playwright-core", chromiumBin, node, pw)
 
 	f := startFleet(t, approval.Config{})
 	s := servePage(t, f, Config{Identity: "demo"})
@@ -100,27 +98,6 @@ func TestPageInChromium(t *testing.T) {
 	if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
 		t.Errorf("no screenshot at %s: %v", shot, err)
 	}
-}
-
-// requireInstalled skips tb when one of paths, installed by `make tools`,
-// is missing, unless CI is set: there the browser must run, and its
-// absence fails the test.
-func requireInstalled(tb testing.TB, what string, paths ...string) {
-	tb.Helper()
-	var missing []string
-	for _, p := range paths {
-		if _, err := os.Stat(p); err != nil {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := fmt.Sprintf("%s is not installed (no %s): run `make tools`", what, strings.Join(missing, ", "))
-	if os.Getenv("CI") == "" {
-		tb.Skip(msg)
-	}
-	tb.Fatalf("%s; CI is set, where it must run", msg)
 }
 
 // scriptEvent is one line the browser script prints.
