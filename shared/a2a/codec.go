@@ -101,8 +101,9 @@ func (v *validator) validate(protocol string, doc any) error {
 // protocol id, and refuses a repeated key (which only raw JSON such as a
 // tool input can carry), so nothing leaves that a peer would reject. It
 // does not stamp: a message is stamped when it is built. Discovery
-// requests, acks and events of the forms fiskfleet sends are written
-// directly instead, valid by construction (see [appendHeader]).
+// requests, acks, events, tool requests and tool replies of the forms
+// fiskfleet sends are written directly instead, valid by construction (see
+// [appendHeader] and toolcodec.go).
 func Encode(m Message) ([]byte, error) {
 	var (
 		data   []byte
@@ -115,6 +116,10 @@ func Encode(m Message) ([]byte, error) {
 		data, direct = appendAck(nil, m)
 	case *Event:
 		data, direct = appendEvent(nil, m)
+	case *ToolRequest:
+		data, direct = appendToolRequest(nil, m)
+	case *ToolReply:
+		data, direct = appendToolReply(nil, m)
 	}
 	switch {
 	case direct && len(data) > MaxMessageSize:
@@ -144,9 +149,10 @@ func Encode(m Message) ([]byte, error) {
 // key refused in that same pass; the protocol id it names must be the one
 // m expects (a body mislabelled as another kind is refused however valid
 // it is); the parsed body is validated against that id's schema; and only
-// then is it unmarshalled into m. Discovery requests, acks and events of
-// the forms fiskfleet sends are read directly from the parsed body instead,
-// accepting only what the schema accepts (see [headerOnly]).
+// then is it unmarshalled into m. Discovery requests, acks, events, tool
+// requests and tool replies of the forms fiskfleet sends are read directly
+// from the parsed body instead, accepting only what the schema accepts (see
+// [headerOnly] and toolcodec.go).
 func Decode(data []byte, m Message) error {
 	if isHeaderOnly(m) {
 		return decodeHeader(data, m.header(), m.ProtocolID(), mustValidator().byProtocol[m.ProtocolID()])
@@ -204,19 +210,23 @@ func decodeAs(data []byte, v any, want string, schema *jsonschema.Schema) error 
 	return nil
 }
 
-// decodeDirect decodes the stream messages fiskfleet sends (see
-// [ackDirect] and [eventDirect]) into m without the schema, and reports
-// whether it could; m is left alone when it could not.
+// decodeDirect decodes the stream and tool-call messages fiskfleet sends
+// (see [ackDirect], [eventDirect], [toolRequestDirect] and
+// [toolReplyDirect]) into m without the schema walk, and reports whether it
+// could; m is left alone when it could not.
 func decodeDirect(data []byte, m Message) bool {
+	keep := ""
 	switch m.(type) {
-	case *Ack, *Event:
+	case *Ack, *Event, *ToolReply:
+	case *ToolRequest:
+		keep = "input"
 	default:
 		return false
 	}
 	if len(data) > MaxMessageSize {
 		return false
 	}
-	doc, err := parse(data)
+	doc, raw, err := parseKeeping(data, keep)
 	if err != nil {
 		return false
 	}
@@ -229,6 +239,10 @@ func decodeDirect(data []byte, m Message) bool {
 		return ackDirect(obj, m)
 	case *Event:
 		return eventDirect(obj, m)
+	case *ToolRequest:
+		return toolRequestDirect(obj, raw, m)
+	case *ToolReply:
+		return toolReplyDirect(obj, m)
 	}
 	return false
 }

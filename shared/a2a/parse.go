@@ -35,17 +35,26 @@ func (e *duplicateKeyError) Error() string {
 // smuggle an instance the schema never checked; such a message is refused
 // instead.
 func parse(data []byte) (any, error) {
-	p := parser{data: data}
+	v, _, err := parseKeeping(data, "")
+	return v, err
+}
+
+// parseKeeping is [parse] that also returns the bytes of the top-level
+// object's member named key as they appear in data (nil when there is
+// none): what json.Unmarshal would hand a json.RawMessage field of that
+// name.
+func parseKeeping(data []byte, key string) (any, []byte, error) {
+	p := parser{data: data, rawKey: key}
 	p.skipSpace()
 	v, err := p.value()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p.skipSpace()
 	if p.i < len(p.data) {
-		return nil, p.errorf("invalid character %q after top-level value", p.data[p.i])
+		return nil, nil, p.errorf("invalid character %q after top-level value", p.data[p.i])
 	}
-	return v, nil
+	return v, p.raw, nil
 }
 
 // parser is the state of one parse: the document and the read offset.
@@ -53,6 +62,9 @@ type parser struct {
 	data  []byte
 	i     int
 	depth int
+	// rawKey names the top-level member whose bytes raw keeps, if any.
+	rawKey string
+	raw    []byte
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -149,9 +161,13 @@ func (p *parser) object() (any, error) {
 		}
 		p.i++
 		p.skipSpace()
+		start := p.i
 		v, err := p.value()
 		if err != nil {
 			return nil, err
+		}
+		if p.depth == 1 && p.rawKey != "" && key == p.rawKey {
+			p.raw = p.data[start:p.i]
 		}
 		obj[key] = v
 		p.skipSpace()
