@@ -79,8 +79,11 @@ func (s *Server) handle(ctx context.Context, name string, req mcp.CallToolReques
 		}
 		endSpan(span, rec)
 		d := time.Since(start)
-		s.logCall(rec, d)
-		s.auditCall(ctx, rec, start, d)
+		s.observe(rec, d)
+		s.trail.after(func() {
+			s.logCall(rec, d)
+			s.auditCall(ctx, rec, start, d)
+		})
 	}()
 	return s.call(ctx, name, req, rec)
 }
@@ -202,8 +205,9 @@ func (r *record) fail(outcome, message string) *mcp.CallToolResult {
 	return mcp.NewToolResultError(message)
 }
 
+// logCall writes a finished call's one log line; the caller has its
+// answer by then (see trail).
 func (s *Server) logCall(rec *record, d time.Duration) {
-	s.observe(rec, d)
 	attrs := []any{
 		"agent", s.cfg.Identity,
 		"tool", rec.tool,

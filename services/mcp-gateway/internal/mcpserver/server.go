@@ -59,6 +59,9 @@ type Server struct {
 	defs []byte
 
 	closeOnce sync.Once
+	// trail writes finished calls' log lines and audit records once
+	// their answers are gone (trail.go).
+	trail *trail
 
 	// inFlight counts the tools/call requests being handled, approval
 	// and slot waits included (metrics.go).
@@ -100,6 +103,7 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		sessions:   newSessions(cfg.SessionIdleTimeout, cfg.MaxSessions, time.Now),
 		cancels:    newCancellations(),
 		stopExpiry: make(chan struct{}),
+		trail:      newTrail(),
 	}
 	if cfg.ApprovalBucket != nil {
 		s.approvals = &bucketApprovals{kv: cfg.ApprovalBucket, ttl: cfg.ApprovalTimeout, now: time.Now}
@@ -380,5 +384,6 @@ func (s *Server) Close() {
 		if err := s.streamable.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			s.log.Warn("closing MCP sessions", "agent", s.cfg.Identity, "error", err)
 		}
+		s.trail.close()
 	})
 }
