@@ -110,9 +110,13 @@ const (
 )
 
 // benchReport is the JSON object the report writes: flat, one figure per
-// key, all measured in one run. Units are in the key names: _us
-// microseconds, _mib mebibytes (2^20 bytes), _per_s calls per second,
-// _bytes bytes; _ratio_* and efficiency are plain numbers.
+// key (a list of numbers for _rounds), all measured in one run. Units are
+// in the key names: _us microseconds, _mib mebibytes (2^20 bytes), _per_s
+// calls per second, _bytes bytes, _rt transport round trips; _ratio_* and
+// efficiency are plain numbers. Schema 2 added the round-trip overheads,
+// the call floor, anonymous memory, the stage breakdown (stages_*, see
+// benchstages_test.go) and the base_* figures; every key of schema 1
+// keeps its meaning.
 //
 // Latencies are the p50 and p99 (nearest rank, see [percentile]) of the
 // timed iterations of a series:
