@@ -38,6 +38,10 @@ BENCHTIME ?= 1s
 TESTFLAGS ?=
 # BENCH_OUT is the JSON report `make bench` and `make bench-quick` write.
 BENCH_OUT ?= bin/bench.json
+# BASE, a git revision, adds that revision's a2a-agent and mcp-gateway to
+# the report, measured beside the current ones in the same rounds (the
+# base_* figures): `make bench-quick BASE=main`.
+BASE      ?=
 # SOAK is how long `make soak` drives the dev fleet, SOAK_RATE its calls
 # per second.
 SOAK      ?= 10m
@@ -180,7 +184,7 @@ bench: tools
 	@$(call benchreport,)
 
 # bench-quick writes the same report with fewer iterations and no Go
-# benchmark loop: under a minute.
+# benchmark loop: about a minute.
 bench-quick:
 	@$(call benchreport,1)
 
@@ -188,9 +192,22 @@ bench-quick:
 # agents, gateway and a transport-floor replier, measured in one run and
 # written to $(BENCH_OUT) as one flat JSON object; $(1) is 1 for the quick
 # run. The services are linked without cgo, as make build links them, and
-# there is no -race, which would measure the detector.
-benchreport = mkdir -p $(dir $(BENCH_OUT)) && cd integration && \
+# there is no -race, which would measure the detector. With BASE, that
+# revision is checked out in a temporary worktree outside the repository,
+# its services built there the same way, and the worktree removed again
+# however the run ends.
+benchreport = set -e; mkdir -p $(dir $(BENCH_OUT)); base=; \
+	if [ -n "$(BASE)" ]; then \
+		base=$$(mktemp -d "$${TMPDIR:-/tmp}/fiskfleet-base.XXXXXX"); \
+		trap 'git worktree remove --force "'"$$base"'/src" 2>/dev/null; rm -rf "'"$$base"'"; git worktree prune' EXIT; \
+		git worktree add --quiet --detach "$$base/src" "$(BASE)"; \
+		echo "bench: building $(BASE) ($$(git -C "$$base/src" rev-parse --short HEAD)) in $$base/src"; \
+		(cd "$$base/src" && CGO_ENABLED=0 go build -o "$$base/bin/a2a-agent" ./services/a2a-agent && \
+			CGO_ENABLED=0 go build -o "$$base/bin/mcp-gateway" ./services/mcp-gateway); \
+	fi; \
+	cd integration && \
 	FISKFLEET_BENCH_OUT=$(abspath $(BENCH_OUT)) FISKFLEET_BENCH_QUICK=$(1) CGO_ENABLED=0 \
+	FISKFLEET_BENCH_BASE=$${base:+$$base/bin} FISKFLEET_BENCH_BASE_REV="$(BASE)" \
 	go test -run '^TestBenchReport$$' -count=1 -timeout 30m -v .
 
 # run builds the dev fleet launcher and execs it, so Ctrl-C and SIGTERM

@@ -17,6 +17,7 @@ package integration_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,9 +110,13 @@ const (
 )
 
 // benchReport is the JSON object the report writes: flat, one figure per
-// key, all measured in one run. Units are in the key names: _us
-// microseconds, _mib mebibytes (2^20 bytes), _per_s calls per second,
-// _bytes bytes; _ratio_* and efficiency are plain numbers.
+// key (a list of numbers for _rounds), all measured in one run. Units are
+// in the key names: _us microseconds, _mib mebibytes (2^20 bytes), _per_s
+// calls per second, _bytes bytes, _rt transport round trips; _ratio_* and
+// efficiency are plain numbers. Schema 2 added the round-trip overheads,
+// the call floor, anonymous memory, the stage breakdown (stages_*, see
+// benchstages_test.go) and the base_* figures; every key of schema 1
+// keeps its meaning.
 //
 // Latencies are the p50 and p99 (nearest rank, see [percentile]) of the
 // timed iterations of a series:
@@ -192,6 +197,27 @@ type benchReport struct {
 	MCPCallRatioP50 float64 `json:"mcp_call_ratio_p50"`
 	MCPCallRatioP99 float64 `json:"mcp_call_ratio_p99"`
 
+	// Overhead of each call path in transport round trips: the call
+	// series run in rounds (rounds), each interleaving every series with
+	// exec_direct and the call floor; a path's <path>_overhead_rt_rounds
+	// are (its p50 − exec_direct's p50) / call_floor's p50 per round (see
+	// overheadRT), and <path>_overhead_rt their median. call_floor is a
+	// request of an A2A echo call's size (call_request_bytes) to
+	// natsreplier answering with the bytes of the agent's reply
+	// (call_reply_bytes): one round trip of the transport alone, measured
+	// in the same rounds as the calls.
+	Rounds           int       `json:"rounds"`
+	CallRequestBytes int       `json:"call_request_bytes"`
+	CallReplyBytes   int       `json:"call_reply_bytes"`
+	CallFloorP50     float64   `json:"call_floor_p50_us"`
+	CallFloorP99     float64   `json:"call_floor_p99_us"`
+	A2ACallRT        float64   `json:"a2a_call_overhead_rt"`
+	A2ACallRTs       []float64 `json:"a2a_call_overhead_rt_rounds"`
+	MCPCallRT        float64   `json:"mcp_call_overhead_rt"`
+	MCPCallRTs       []float64 `json:"mcp_call_overhead_rt_rounds"`
+	MCPRemoteCallRT  float64   `json:"mcp_remote_call_overhead_rt"`
+	MCPRemoteCallRTs []float64 `json:"mcp_remote_call_overhead_rt_rounds"`
+
 	// MCPOAuthCall is the same local call through a gateway that checks
 	// an OAuth access token on every request (expose.agent.mcp.auth), and
 	// its ratio over mcp_call of the same run (goal: within 1.05 at p50).
@@ -236,6 +262,15 @@ type benchReport struct {
 	DiscoveryRawRatioP50  float64 `json:"discovery_raw_ratio_p50"`
 	DiscoveryRawRatioP99  float64 `json:"discovery_raw_ratio_p99"`
 
+	// Anonymous memory (smaps_rollup's Anonymous: heap, stacks) of the
+	// same processes at the same moments: what one more process costs,
+	// the binary's pages being shared (goals after the load: agent 8 MiB,
+	// gateway 12 MiB).
+	AgentIdleAnon    float64 `json:"agent_idle_anon_mib"`
+	AgentAnonAfter   float64 `json:"agent_anon_after_mib"`
+	GatewayIdleAnon  float64 `json:"gateway_idle_anon_mib"`
+	GatewayAnonAfter float64 `json:"gateway_anon_after_mib"`
+
 	// Idle resident memory after start and the settle; _after is the
 	// same process once every series above has run through it.
 	AgentIdleRSS      float64 `json:"agent_idle_rss_mib"`
@@ -265,21 +300,39 @@ type benchReport struct {
 	FleetRatio   float64 `json:"fleet_ratio"`
 
 	knowledgeFigures // knowledge_*: see knowledge_bench_test.go
+
+	// *baseFigures holds the base_* figures of make bench BASE=<rev>; nil,
+	// and so absent, otherwise (see benchoverhead_test.go).
+	*baseFigures
+
+	// stages are the stage breakdown's stages_* figures, written flat
+	// after the fields by MarshalJSON (see benchstages_test.go).
+	stages []stageFigure
 }
 
 // benchSeries is one measured path: run makes one call and checks its
-// result; samples are the timed calls' durations.
+// result; samples are the timed calls' durations, and roundEnds where
+// each round of [interleaveRounds] ended in them.
 type benchSeries struct {
-	name    string
-	run     func(context.Context) error
-	samples []time.Duration
+	name      string
+	run       func(context.Context) error
+	samples   []time.Duration
+	roundEnds []int
 }
 
-// interleave runs warmup untimed calls of every series, then iterations
-// timed calls of each, in batches taken in turn (the first series of a
-// round rotates), so a slow spell of the machine falls on every series
-// alike. It fails tb on the first failed call.
+// interleave is [interleaveRounds] in one round.
 func interleave(tb testing.TB, series []*benchSeries, warmup, iterations, batch int) {
+	tb.Helper()
+	interleaveRounds(tb, series, warmup, iterations, batch, 1)
+}
+
+// interleaveRounds runs warmup untimed calls of every series, then
+// iterations timed calls of each in rounds: each round takes its share of
+// every series in batches taken in turn (the first series of a turn
+// rotates), so a slow spell of the machine falls on every series alike,
+// and a figure computed per round compares series measured side by side.
+// It fails tb on the first failed call.
+func interleaveRounds(tb testing.TB, series []*benchSeries, warmup, iterations, batch, rounds int) {
 	tb.Helper()
 	ctx := tb.Context()
 	for _, s := range series {
@@ -289,19 +342,27 @@ func interleave(tb testing.TB, series []*benchSeries, warmup, iterations, batch 
 			}
 		}
 		s.samples = make([]time.Duration, 0, iterations)
+		s.roundEnds = make([]int, 0, rounds)
 	}
-	for round := 0; len(series[0].samples) < iterations; round++ {
-		for i := range series {
-			s := series[(round+i)%len(series)]
-			for j := 0; j < batch && len(s.samples) < iterations; j++ {
-				start := time.Now()
-				err := s.run(ctx)
-				d := time.Since(start)
-				if err != nil {
-					tb.Fatalf("%s iteration %d: %v", s.name, len(s.samples), err)
+	turn := 0
+	for r := range rounds {
+		until := iterations * (r + 1) / rounds
+		for ; len(series[0].samples) < until; turn++ {
+			for i := range series {
+				s := series[(turn+i)%len(series)]
+				for j := 0; j < batch && len(s.samples) < until; j++ {
+					start := time.Now()
+					err := s.run(ctx)
+					d := time.Since(start)
+					if err != nil {
+						tb.Fatalf("%s iteration %d: %v", s.name, len(s.samples), err)
+					}
+					s.samples = append(s.samples, d)
 				}
-				s.samples = append(s.samples, d)
 			}
+		}
+		for _, s := range series {
+			s.roundEnds = append(s.roundEnds, len(s.samples))
 		}
 	}
 }
@@ -430,19 +491,24 @@ func mcpEcho(c *client.Client, name string) func(context.Context) error {
 		req := mcp.CallToolRequest{}
 		req.Params.Name = name
 		req.Params.Arguments = map[string]any{"message": "hi"}
-		res, err := c.CallTool(ctx, req)
-		if err != nil {
-			return err
-		}
-		var cr tool.CommandResult
-		if res.IsError {
-			return fmt.Errorf("isError: %s", mcpText(res))
-		}
-		if err := json.Unmarshal([]byte(mcpText(res)), &cr); err != nil || cr.Output != "hi\n" {
-			return fmt.Errorf("got %q (%v), want a command result with output \"hi\\n\"", mcpText(res), err)
-		}
-		return nil
+		return checkEcho(c.CallTool(ctx, req))
 	}
+}
+
+// checkEcho checks an MCP echo call's result: a command result with
+// output "hi\n".
+func checkEcho(res *mcp.CallToolResult, err error) error {
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		return fmt.Errorf("isError: %s", mcpText(res))
+	}
+	var cr tool.CommandResult
+	if err := json.Unmarshal([]byte(mcpText(res)), &cr); err != nil || cr.Output != "hi\n" {
+		return fmt.Errorf("got %q (%v), want a command result with output \"hi\\n\"", mcpText(res), err)
+	}
+	return nil
 }
 
 // TestBenchReport measures the fleet and writes [benchReport] to the file
@@ -459,7 +525,7 @@ func TestBenchReport(t *testing.T) {
 	}
 	began := time.Now()
 	rep := benchReport{
-		Schema: 1, Mode: set.mode, GoVersion: runtime.Version(),
+		Schema: 2, Mode: set.mode, GoVersion: runtime.Version(),
 		Timestamp: began.UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Load1mStart: load1m(),
 		Iterations:  set.calls, WarmupIterations: set.callWarmup, Batch: set.callBatch,
@@ -476,9 +542,22 @@ func TestBenchReport(t *testing.T) {
 	started := startAgentsAtOnce(t, b.home.Env(), fleettest.WriteAgentConfig(t, b.demoAgent(t, "bench", 2)), scaled)
 	agent, procs := started[0], started[1:]
 	gw := startGateway(t, b.home.Env(), b.gatewayConfig(t, "0", "bench"))
+	var base *baseFleet
+	if dir := os.Getenv(benchBaseEnv); dir != "" {
+		base = startBase(t, b, dir)
+		rep.baseFigures = &baseFigures{BaseRevision: os.Getenv(benchBaseRevEnv)}
+	}
 	rep.AgentIdleRSS = settleRSS(t, "a2a-agent", agent.PID, set.settle)
 	rep.GatewayIdleRSS = mustRSS(t, "mcp-gateway", gw.PID)
-	t.Logf("idle RSS after %s: a2a-agent %.2f MiB, mcp-gateway %.2f MiB", set.settle, rep.AgentIdleRSS, rep.GatewayIdleRSS)
+	rep.AgentIdleAnon = mustAnon(t, "a2a-agent", agent.PID)
+	rep.GatewayIdleAnon = mustAnon(t, "mcp-gateway", gw.PID)
+	t.Logf("idle after %s: a2a-agent RSS %.2f MiB, anonymous %.2f MiB; mcp-gateway RSS %.2f MiB, anonymous %.2f MiB",
+		set.settle, rep.AgentIdleRSS, rep.AgentIdleAnon, rep.GatewayIdleRSS, rep.GatewayIdleAnon)
+	if base != nil {
+		rep.BaseAgentIdleAnon = mustAnon(t, "base a2a-agent", base.agent.PID)
+		rep.BaseGatewayIdleAnon = mustAnon(t, "base mcp-gateway", base.gateway.PID)
+		t.Logf("base %s idle: a2a-agent anonymous %.2f MiB, mcp-gateway anonymous %.2f MiB", rep.BaseRevision, rep.BaseAgentIdleAnon, rep.BaseGatewayIdleAnon)
+	}
 
 	mc := connectMCP(t, gw.URL, nil)
 	oauth := startOAuthGateway(t, b)
@@ -492,68 +571,117 @@ func TestBenchReport(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Calls.
+	// Calls, in rounds, with the transport floor of a call among them.
 	echo := fisktest.DemoCommand(t, "echo")
 	argv, err := echo.Argv(echoInput)
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := []*benchSeries{
-		{name: "exec_direct", run: func(context.Context) error {
-			out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-			if err != nil || string(out) != "hi\n" {
-				return fmt.Errorf("exec %v: got %q (%v), want \"hi\\n\"", argv, out, err)
-			}
-			return nil
-		}},
-		{name: "exec_guarded", run: func(ctx context.Context) error {
-			o, err := echo.Call(ctx, tool.Request{Input: echoInput})
-			if err != nil || o.Result == nil || o.Result.Output != "hi\n" {
-				return fmt.Errorf("got %+v (%v), want output \"hi\\n\"", o, err)
-			}
-			return nil
-		}},
-		{name: "a2a_call", run: func(ctx context.Context) error {
-			r, err := ac.CallTool(ctx, "bench", "echo", echoInput)
+	a2aEcho := func(identity string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			r, err := ac.CallTool(ctx, identity, "echo", echoInput)
 			if err != nil || r.IsError || r.Output != "hi\n" {
 				return fmt.Errorf("got %+v (%v), want output \"hi\\n\"", r, err)
 			}
 			return nil
-		}},
-		{name: "mcp_call", run: mcpEcho(mc, "echo")},
-		{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo")},
-		{name: "mcp_oauth_call", run: mcpEcho(oauth, "echo")},
-		{name: "a2a_stream", run: func(ctx context.Context) error {
-			r, err := ac.StreamTool(ctx, "bench", "echo", echoInput, nil)
-			if err != nil || r.IsError || r.Output != "hi\n" {
-				return fmt.Errorf("got %+v (%v), want output \"hi\n\"", r, err)
-			}
-			return nil
-		}},
+		}
 	}
-	interleave(t, calls, set.callWarmup, set.calls, set.callBatch)
+	direct := &benchSeries{name: "exec_direct", run: func(context.Context) error {
+		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		if err != nil || string(out) != "hi\n" {
+			return fmt.Errorf("exec %v: got %q (%v), want \"hi\\n\"", argv, out, err)
+		}
+		return nil
+	}}
+	guarded := &benchSeries{name: "exec_guarded", run: func(ctx context.Context) error {
+		o, err := echo.Call(ctx, tool.Request{Input: echoInput})
+		if err != nil || o.Result == nil || o.Result.Output != "hi\n" {
+			return fmt.Errorf("got %+v (%v), want output \"hi\\n\"", o, err)
+		}
+		return nil
+	}}
+	a2aCall := &benchSeries{name: "a2a_call", run: a2aEcho("bench")}
+	mcpCall := &benchSeries{name: "mcp_call", run: mcpEcho(mc, "echo")}
+	mcpRemote := &benchSeries{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo")}
+	oauthCall := &benchSeries{name: "mcp_oauth_call", run: mcpEcho(oauth, "echo")}
+	stream := &benchSeries{name: "a2a_stream", run: func(ctx context.Context) error {
+		r, err := ac.StreamTool(ctx, "bench", "echo", echoInput, nil)
+		if err != nil || r.IsError || r.Output != "hi\n" {
+			return fmt.Errorf("got %+v (%v), want output \"hi\n\"", r, err)
+		}
+		return nil
+	}}
+	floor, floorReq, floorReply := callFloor(t, b, tr, "bench")
+	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpRemote, oauthCall, stream, floor}
+	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_remote_call": mcpRemote}
+	var basePaths map[string]*benchSeries
+	if base != nil {
+		bc := connectMCP(t, base.gateway.URL, nil)
+		if names := listNames(t, bc); !slices.Contains(names, baseIdentity+"_echo") {
+			t.Fatalf("base gateway tools: got %v, want %s_echo", names, baseIdentity)
+		}
+		basePaths = map[string]*benchSeries{
+			"a2a_call":        {name: "base_a2a_call", run: a2aEcho(baseIdentity)},
+			"mcp_call":        {name: "base_mcp_call", run: mcpEcho(bc, "echo")},
+			"mcp_remote_call": {name: "base_mcp_remote_call", run: mcpEcho(bc, baseIdentity+"_echo")},
+		}
+		for _, path := range overheadPaths {
+			calls = append(calls, basePaths[path])
+		}
+	}
+	interleaveRounds(t, calls, set.callWarmup, set.calls, set.callBatch, benchRounds)
 	p := func(s *benchSeries, q float64) float64 { return micros(percentile(s.samples, q)) }
-	direct50, direct99 := p(calls[0], 50), p(calls[0], 99)
+	direct50, direct99 := p(direct, 50), p(direct, 99)
 	rep.ExecDirectP50, rep.ExecDirectP99 = direct50, direct99
 	for _, c := range []struct {
 		s                  *benchSeries
 		p50, p99, r50, r99 *float64
 	}{
-		{calls[1], &rep.ExecGuardedP50, &rep.ExecGuardedP99, &rep.ExecGuardedRatioP50, &rep.ExecGuardedRatioP99},
-		{calls[2], &rep.A2ACallP50, &rep.A2ACallP99, &rep.A2ACallRatioP50, &rep.A2ACallRatioP99},
-		{calls[3], &rep.MCPCallP50, &rep.MCPCallP99, &rep.MCPCallRatioP50, &rep.MCPCallRatioP99},
-		{calls[4], &rep.MCPRemoteCallP50, &rep.MCPRemoteCallP99, &rep.MCPRemoteCallRatioP50, &rep.MCPRemoteCallRatioP99},
+		{guarded, &rep.ExecGuardedP50, &rep.ExecGuardedP99, &rep.ExecGuardedRatioP50, &rep.ExecGuardedRatioP99},
+		{a2aCall, &rep.A2ACallP50, &rep.A2ACallP99, &rep.A2ACallRatioP50, &rep.A2ACallRatioP99},
+		{mcpCall, &rep.MCPCallP50, &rep.MCPCallP99, &rep.MCPCallRatioP50, &rep.MCPCallRatioP99},
+		{mcpRemote, &rep.MCPRemoteCallP50, &rep.MCPRemoteCallP99, &rep.MCPRemoteCallRatioP50, &rep.MCPRemoteCallRatioP99},
 	} {
 		*c.p50, *c.p99 = p(c.s, 50), p(c.s, 99)
 		*c.r50, *c.r99 = ratio(*c.p50, direct50), ratio(*c.p99, direct99)
 	}
 	for _, s := range calls {
-		t.Logf("%-16s p50 %9.1f µs  p99 %9.1f µs  (×%.3f / ×%.3f of exec_direct)", s.name, p(s, 50), p(s, 99), ratio(p(s, 50), direct50), ratio(p(s, 99), direct99))
+		t.Logf("%-20s p50 %9.1f µs  p99 %9.1f µs  (×%.3f / ×%.3f of exec_direct)", s.name, p(s, 50), p(s, 99), ratio(p(s, 50), direct50), ratio(p(s, 99), direct99))
 	}
-	rep.MCPOAuthCallP50, rep.MCPOAuthCallP99 = p(calls[5], 50), p(calls[5], 99)
+	rep.Rounds = benchRounds
+	rep.CallFloorP50, rep.CallFloorP99 = p(floor, 50), p(floor, 99)
+	rep.CallRequestBytes, rep.CallReplyBytes = floorReq, floorReply
+	figures := map[string]pathFigures{
+		"a2a_call":        {&rep.A2ACallP50, &rep.A2ACallP99, &rep.A2ACallRT, &rep.A2ACallRTs},
+		"mcp_call":        {&rep.MCPCallP50, &rep.MCPCallP99, &rep.MCPCallRT, &rep.MCPCallRTs},
+		"mcp_remote_call": {&rep.MCPRemoteCallP50, &rep.MCPRemoteCallP99, &rep.MCPRemoteCallRT, &rep.MCPRemoteCallRTs},
+	}
+	if base != nil {
+		bf := rep.baseFigures
+		figures["base_a2a_call"] = pathFigures{&bf.BaseA2ACallP50, &bf.BaseA2ACallP99, &bf.BaseA2ACallRT, &bf.BaseA2ACallRTs}
+		figures["base_mcp_call"] = pathFigures{&bf.BaseMCPCallP50, &bf.BaseMCPCallP99, &bf.BaseMCPCallRT, &bf.BaseMCPCallRTs}
+		figures["base_mcp_remote_call"] = pathFigures{&bf.BaseMCPRemoteCallP50, &bf.BaseMCPRemoteCallP99, &bf.BaseMCPRemoteCallRT, &bf.BaseMCPRemoteCallRTs}
+	}
+	var rows []overheadRow
+	for _, path := range overheadPaths {
+		series := []*benchSeries{paths[path]}
+		if base != nil {
+			series = append(series, basePaths[path])
+		}
+		for _, s := range series {
+			f := figures[s.name]
+			*f.p50, *f.p99 = p(s, 50), p(s, 99)
+			*f.rts = roundOverheads(s, direct, floor)
+			*f.rt = median(*f.rts)
+			rows = append(rows, overheadRow{s.name, *f.p50, *f.p99, *f.rt, *f.rts})
+		}
+	}
+	rows = append(rows, overheadRow{name: "call_floor", p50: rep.CallFloorP50, p99: rep.CallFloorP99})
+	logOverheads(t, rows)
+	rep.MCPOAuthCallP50, rep.MCPOAuthCallP99 = p(oauthCall, 50), p(oauthCall, 99)
 	rep.MCPOAuthOverMCPP50, rep.MCPOAuthOverMCPP99 = ratio(rep.MCPOAuthCallP50, rep.MCPCallP50), ratio(rep.MCPOAuthCallP99, rep.MCPCallP99)
 	t.Logf("mcp_oauth_call over mcp_call: ×%.3f p50, ×%.3f p99", rep.MCPOAuthOverMCPP50, rep.MCPOAuthOverMCPP99)
-	rep.A2AStreamP50, rep.A2AStreamP99 = p(calls[6], 50), p(calls[6], 99)
+	rep.A2AStreamP50, rep.A2AStreamP99 = p(stream, 50), p(stream, 99)
 	rep.A2AStreamRatioP50, rep.A2AStreamRatioP99 = ratio(rep.A2AStreamP50, rep.A2ACallP50), ratio(rep.A2AStreamP99, rep.A2ACallP99)
 	t.Logf("a2a_stream over a2a_call: ×%.3f p50, ×%.3f p99", rep.A2AStreamRatioP50, rep.A2AStreamRatioP99)
 
@@ -571,7 +699,6 @@ func TestBenchReport(t *testing.T) {
 	// one encoded request, serve those bytes from natsreplier on the
 	// discovery subject of an identity of the same length, then time the
 	// same request through the same transport to both.
-	const floorIdentity = "floor" // len("bench")
 	reqBytes, err := a2a.Encode(a2a.NewDiscoveryRequest(a2a.Participant{Name: "bench-report"}, "bench"))
 	if err != nil {
 		t.Fatal(err)
@@ -591,15 +718,6 @@ func TestBenchReport(t *testing.T) {
 
 	// The agent stamps a fresh id and time into each reply, so its size
 	// may differ from the captured one by a few bytes; the floor's never.
-	raw := func(identity string, slack int) func(context.Context) error {
-		return func(ctx context.Context) error {
-			got, err := tr.RoundTrip(ctx, identity, a2a.RouteDiscovery, reqBytes)
-			if err != nil || len(got) < len(replyBytes)-slack || len(got) > len(replyBytes)+slack {
-				return fmt.Errorf("got %d bytes (%v), want %d ± %d", len(got), err, len(replyBytes), slack)
-			}
-			return nil
-		}
-	}
 	disc := []*benchSeries{
 		{name: "discovery", run: func(ctx context.Context) error {
 			r, err := ac.Discover(ctx, "bench")
@@ -608,8 +726,8 @@ func TestBenchReport(t *testing.T) {
 			}
 			return nil
 		}},
-		{name: "discovery_raw", run: raw("bench", 16)},
-		{name: "floor", run: raw(floorIdentity, 0)},
+		{name: "discovery_raw", run: rawRoundTrip(tr, "bench", a2a.RouteDiscovery, reqBytes, len(replyBytes), 16)},
+		{name: "floor", run: rawRoundTrip(tr, floorIdentity, a2a.RouteDiscovery, reqBytes, len(replyBytes), 0)},
 	}
 	interleave(t, disc, set.discoveryWarmup, set.discoveries, set.discoveryBatch)
 	rep.DiscoveryP50, rep.DiscoveryP99 = p(disc[0], 50), p(disc[0], 99)
@@ -622,6 +740,21 @@ func TestBenchReport(t *testing.T) {
 	}
 	rep.AgentRSSAfter = mustRSS(t, "a2a-agent", agent.PID)
 	rep.GatewayRSSAfter = mustRSS(t, "mcp-gateway", gw.PID)
+	rep.AgentAnonAfter = mustAnon(t, "a2a-agent", agent.PID)
+	rep.GatewayAnonAfter = mustAnon(t, "mcp-gateway", gw.PID)
+	t.Logf("after the load: a2a-agent RSS %.2f MiB, anonymous %.2f MiB (%s); mcp-gateway RSS %.2f MiB, anonymous %.2f MiB (%s)",
+		rep.AgentRSSAfter, rep.AgentAnonAfter, goalMark(rep.AgentAnonAfter, agentAnonGoalMiB),
+		rep.GatewayRSSAfter, rep.GatewayAnonAfter, goalMark(rep.GatewayAnonAfter, gatewayAnonGoalMiB))
+	if base != nil {
+		rep.BaseAgentAnonAfter = mustAnon(t, "base a2a-agent", base.agent.PID)
+		rep.BaseGatewayAnonAft = mustAnon(t, "base mcp-gateway", base.gateway.PID)
+		t.Logf("base %s after the load: a2a-agent anonymous %.2f MiB (%s), mcp-gateway anonymous %.2f MiB (%s)", rep.BaseRevision,
+			rep.BaseAgentAnonAfter, goalMark(rep.BaseAgentAnonAfter, agentAnonGoalMiB), rep.BaseGatewayAnonAft, goalMark(rep.BaseGatewayAnonAft, gatewayAnonGoalMiB))
+	}
+
+	// Where the calls spend their time: a second agent and gateway,
+	// tracing into a receiver in this process.
+	rep.stages = benchStages(t, b, ac, set)
 
 	// Scaling: one agent (started with the fleet), then three more on
 	// the same identity.
@@ -915,8 +1048,9 @@ func TestBenchRatios(t *testing.T) {
 }
 
 // TestBenchReportFlat keeps the report one flat object of numbers and
-// strings with unique keys, as its consumers (jq, a spreadsheet, the
-// optimisation work comparing runs) read it.
+// strings (and the per-round lists of numbers) with unique keys, as its
+// consumers (jq, a spreadsheet, the optimisation work comparing runs)
+// read it.
 func TestBenchReportFlat(t *testing.T) {
 	data, err := json.Marshal(benchReport{})
 	if err != nil {
@@ -929,16 +1063,67 @@ func TestBenchReportFlat(t *testing.T) {
 	if got, want := len(doc), reportKeys(reflect.TypeFor[benchReport]()); got != want {
 		t.Errorf("keys: got %d, want one per field (%d)", got, want)
 	}
-	for k, v := range doc {
-		switch v.(type) {
-		case float64, string:
-		default:
-			t.Errorf("%s: got %T, want a number or a string", k, v)
-		}
-	}
-	for _, k := range []string{"go_version", "timestamp", "cpus", "iterations", "exec_direct_p50_us", "a2a_call_ratio_p50", "mcp_remote_call_p99_us", "discovery_ratio_p50", "floor_p99_us", "agent_idle_rss_mib", "gateway_idle_rss_mib", "scaling_efficiency", "a2a_stream_ratio_p50", "first_event_ratio_p50"} {
+	checkFlat(t, doc)
+	for _, k := range []string{"go_version", "timestamp", "cpus", "iterations", "exec_direct_p50_us", "a2a_call_ratio_p50", "mcp_remote_call_p99_us", "discovery_ratio_p50", "floor_p99_us", "agent_idle_rss_mib", "gateway_idle_rss_mib", "scaling_efficiency", "a2a_stream_ratio_p50", "first_event_ratio_p50",
+		"call_floor_p50_us", "a2a_call_overhead_rt", "mcp_call_overhead_rt_rounds", "mcp_remote_call_overhead_rt", "agent_anon_after_mib", "gateway_idle_anon_mib"} {
 		if _, ok := doc[k]; !ok {
 			t.Errorf("key %s: missing", k)
+		}
+	}
+	if _, ok := doc["base_a2a_call_overhead_rt"]; ok {
+		t.Errorf("base_a2a_call_overhead_rt: present without a base measured, want absent")
+	}
+
+	// With a base and a stage breakdown, their keys join the same flat
+	// object, the stages in the breakdown's order after every field.
+	rep := benchReport{
+		A2ACallRTs:  []float64{1.5, 2, 2.5},
+		baseFigures: &baseFigures{BaseRevision: "18e3f28", BaseMCPCallRTs: []float64{3}},
+		stages:      []stageFigure{{"stages_calls", 50}, {"stages_a2a_call_to_agent_p50_us", 101.5}},
+	}
+	data, err = json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc = nil
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("got %s (%v), want one JSON object", data, err)
+	}
+	checkFlat(t, doc)
+	if got, want := len(doc), reportKeys(reflect.TypeFor[benchReport]())+reportKeys(reflect.TypeFor[baseFigures]())+2; got != want {
+		t.Errorf("keys with a base and stages: got %d, want %d", got, want)
+	}
+	if doc["base_revision"] != "18e3f28" || doc["stages_a2a_call_to_agent_p50_us"] != 101.5 || doc["stages_calls"] != 50.0 {
+		t.Errorf("got base_revision %v, stages %v and %v, want 18e3f28, 101.5 and 50", doc["base_revision"], doc["stages_a2a_call_to_agent_p50_us"], doc["stages_calls"])
+	}
+	if i, j := bytes.Index(data, []byte(`"base_revision"`)), bytes.Index(data, []byte(`"stages_calls"`)); i < 0 || j < i {
+		t.Errorf("got the stages at %d before the fields' end at %d, want them last", j, i)
+	}
+}
+
+// checkFlat fails t for a value that is neither a number nor a string,
+// except the per-round lists (keys ending in _rounds), which are lists of
+// numbers (or null when not measured).
+func checkFlat(t *testing.T, doc map[string]any) {
+	t.Helper()
+	for k, v := range doc {
+		switch v := v.(type) {
+		case float64, string:
+		case nil:
+			if !strings.HasSuffix(k, "_rounds") {
+				t.Errorf("%s: got null, want a number or a string", k)
+			}
+		case []any:
+			if !strings.HasSuffix(k, "_rounds") {
+				t.Errorf("%s: got a list, want a number or a string", k)
+			}
+			for _, x := range v {
+				if _, ok := x.(float64); !ok {
+					t.Errorf("%s: got %T in the list, want numbers", k, x)
+				}
+			}
+		default:
+			t.Errorf("%s: got %T, want a number or a string", k, v)
 		}
 	}
 }

@@ -88,16 +88,19 @@ type knowledgeFigures struct {
 	KnowledgeSpeedupP99  float64 `json:"knowledge_speedup_ratio_p99"`
 }
 
-// reportKeys counts the JSON keys of a flat report struct: its fields,
-// with the fields of an embedded struct counted where they land.
+// reportKeys counts the JSON keys of a flat report struct's zero value:
+// its exported fields, with the fields of an embedded struct counted where
+// they land; an embedded pointer is nil there, and gives none.
 func reportKeys(t reflect.Type) int {
 	n := 0
 	for f := range t.Fields() {
-		if f.Anonymous {
+		switch {
+		case f.Anonymous && f.Type.Kind() == reflect.Pointer:
+		case f.Anonymous:
 			n += reportKeys(f.Type)
-			continue
+		case f.IsExported():
+			n++
 		}
-		n++
 	}
 	return n
 }

@@ -40,7 +40,13 @@ var addLineRE = regexp.MustCompile(`claude mcp add --transport http \S+ (http://
 // takes longer than [fleettest.ReadyTimeout].
 func startGateway(tb testing.TB, env []string, cfg string) *gatewayProcess {
 	tb.Helper()
-	p := fleettest.Start(tb, env, fleettest.MCPGateway(tb), "serve", "--config", cfg, "--port", "0")
+	return startGatewayBinary(tb, env, fleettest.MCPGateway(tb), cfg)
+}
+
+// startGatewayBinary is [startGateway] of the mcp-gateway binary at bin.
+func startGatewayBinary(tb testing.TB, env []string, bin, cfg string) *gatewayProcess {
+	tb.Helper()
+	p := fleettest.Start(tb, env, bin, "serve", "--config", cfg, "--port", "0")
 	fisktest.WaitFor(tb, fleettest.ReadyTimeout, "mcp-gateway to print its claude mcp add line", func() bool {
 		return addLineRE.MatchString(p.Stdout()) || p.Exited()
 	})

@@ -14,7 +14,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fiskfleet/fiskfleet/shared/tool"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // defaultCredentialEnv are variables no command is given: the keys of the
@@ -84,10 +87,16 @@ func (r *runner) run(ctx context.Context, argv []string, live io.Writer) (*tool.
 	cmd.Stderr = out
 	cmd.Env = scrubbedEnv(r.scrub)
 	g := inGroup(cmd, r.killGrace)
+	// The caller's span, when it records, gets the stage events around
+	// the process's own run (see tracing.EventStarting).
+	span := trace.SpanFromContext(ctx)
+	tracing.Event(span, tracing.EventStarting)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrStart, argv[0], err)
 	}
+	tracing.Event(span, tracing.EventStarted)
 	awaitExit(cmd.Process)
+	tracing.Event(span, tracing.EventExited)
 	err := cmd.Wait()
 	if g.interrupted() {
 		g.settle(cmd.Process.Pid)

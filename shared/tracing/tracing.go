@@ -41,6 +41,47 @@ const (
 	AttrMethod   = attribute.Key("mcp.method.name")
 )
 
+// Stage events mark the moments a call passes on its way from the
+// request's arrival to its reply, on the spans that exist, so a trace
+// shows where a call spends the time fiskfleet adds around the command's
+// own run (`make bench` reads them into its stage breakdown). They carry
+// no attributes.
+const (
+	// EventDecoded: the agent decoded and validated the request and found
+	// the tool.
+	EventDecoded = "request decoded"
+	// EventParsed: the gateway's tools/call handler got the request from
+	// the MCP library, which has read and parsed the HTTP body.
+	EventParsed = "request parsed"
+	// EventValidated: the gateway checked access and the arguments.
+	EventValidated = "input validated"
+	// EventSlot: the gateway took its concurrency slots (the agent's are
+	// its "slot wait" span).
+	EventSlot = "slot acquired"
+	// EventStarting: the argv is built and the process is about to be
+	// forked; EventStarted: it has been exec'd; EventExited: it has
+	// exited, its output not yet drained nor the process reaped.
+	EventStarting = "process starting"
+	EventStarted  = "process started"
+	EventExited   = "process exited"
+	// EventReturned: the gateway's handler hands the result back to the
+	// MCP library, the call logged and audited.
+	EventReturned = "call returned"
+	// EventEncoded and EventSent: the reply's bytes are built, then
+	// handed to NATS (the agent) or written and flushed to the HTTP
+	// connection (the gateway).
+	EventEncoded = "reply encoded"
+	EventSent    = "reply sent"
+)
+
+// Event adds the event name to span when it records, and does nothing,
+// without allocating, when it does not.
+func Event(span trace.Span, name string) {
+	if span.IsRecording() {
+		span.AddEvent(name)
+	}
+}
+
 // propagator reads and writes traceparent and tracestate only: baggage
 // would let a caller put arbitrary data on every hop.
 var propagator = propagation.TraceContext{}

@@ -26,6 +26,7 @@ func TestOffAllocatesNothing(t *testing.T) {
 			t.Fatal("a span of a nil tracer records")
 		}
 		tracing.Outcome(span, "ok")
+		tracing.Event(span, tracing.EventStarted)
 		tracing.InjectNATS(c, h)
 		span.End()
 	})
@@ -113,5 +114,25 @@ func TestExtractHostile(t *testing.T) {
 		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 			t.Fatalf("_meta %v: got a valid span context, want none", meta)
 		}
+	}
+}
+
+// TestEvent adds a stage event to a recording span, with nothing but its
+// name and time.
+func TestEvent(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+	_, span := tracing.Start(context.Background(), sdk.Tracer("test"), "x", trace.SpanKindInternal)
+	tracing.Event(span, tracing.EventStarted)
+	tracing.Event(span, tracing.EventExited)
+	span.End()
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("got %d spans, want 1", len(spans))
+	}
+	ev := spans[0].Events
+	if len(ev) != 2 || ev[0].Name != tracing.EventStarted || ev[1].Name != tracing.EventExited || len(ev[0].Attributes) != 0 || ev[1].Time.Before(ev[0].Time) {
+		t.Errorf("got events %+v, want %q then %q, without attributes, in order", ev, tracing.EventStarted, tracing.EventExited)
 	}
 }

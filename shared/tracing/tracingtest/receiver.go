@@ -39,6 +39,27 @@ type Span struct {
 	Attrs map[string]string
 	// StatusCode is the OTLP status code (2 is error).
 	StatusCode int32
+	// Start and End are the span's times as its process's clock read
+	// them; Events its events, in the order they were added.
+	Start, End time.Time
+	Events     []Event
+}
+
+// Event is one event of a span: its name and time.
+type Event struct {
+	Name string
+	Time time.Time
+}
+
+// Event returns the time of the span's first event named name, and false
+// when it has none.
+func (s Span) Event(name string) (time.Time, bool) {
+	for _, e := range s.Events {
+		if e.Name == name {
+			return e.Time, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // Receiver collects the spans exported to it. Its methods are safe for
@@ -147,6 +168,10 @@ func (r *Receiver) add(protocol string, req *collectorpb.ExportTraceServiceReque
 				if len(sp.GetParentSpanId()) > 0 {
 					parent = hex.EncodeToString(sp.GetParentSpanId())
 				}
+				var events []Event
+				for _, e := range sp.GetEvents() {
+					events = append(events, Event{Name: e.GetName(), Time: unixNano(e.GetTimeUnixNano())})
+				}
 				got = append(got, Span{
 					Protocol:   protocol,
 					Service:    service,
@@ -157,6 +182,9 @@ func (r *Receiver) add(protocol string, req *collectorpb.ExportTraceServiceReque
 					Kind:       int32(sp.GetKind()),
 					Attrs:      attrs,
 					StatusCode: int32(sp.GetStatus().GetCode()),
+					Start:      unixNano(sp.GetStartTimeUnixNano()),
+					End:        unixNano(sp.GetEndTimeUnixNano()),
+					Events:     events,
 				})
 			}
 		}
@@ -168,6 +196,9 @@ func (r *Receiver) add(protocol string, req *collectorpb.ExportTraceServiceReque
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
+
+// unixNano is an OTLP timestamp as a time.
+func unixNano(ns uint64) time.Time { return time.Unix(0, int64(ns)) }
 
 // value is an attribute value's string form.
 func value(v *commonpb.AnyValue) string {

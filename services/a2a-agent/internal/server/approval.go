@@ -127,7 +127,7 @@ func (s *Server) serveGated(ctx context.Context, r *natsbus.Request, req *a2a.To
 		rec.outcome, rec.result, rec.class, rec.message = "error", audit.ResultRefused, classStopping, refusal
 	}
 	if !run {
-		s.answer(r, req, &a2a.ToolReply{IsError: true, Output: refusal})
+		s.answer(r, req, &a2a.ToolReply{IsError: true, Output: refusal}, span)
 		s.audit(audit.SurfaceA2A, req, t, rec, arrived, span)
 		endRequest(span, t.Name(), &rec, "")
 		s.logCall(rec)
@@ -136,7 +136,7 @@ func (s *Server) serveGated(ctx context.Context, r *natsbus.Request, req *a2a.To
 	defer func() { <-s.sem }()
 	reply, ran := s.call(ctx, t, req, nil)
 	ran.gate, ran.approver = rec.gate, rec.approver
-	s.answer(r, req, reply)
+	s.answer(r, req, reply, span)
 	s.audit(audit.SurfaceA2A, req, t, ran, arrived, span)
 	endRequest(span, t.Name(), &ran, "")
 	s.logCall(ran)

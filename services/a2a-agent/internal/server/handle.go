@@ -68,13 +68,14 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		return
 	}
 	t, ok := s.byName[req.Name]
+	tracing.Event(span, tracing.EventDecoded)
 	if !ok {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "outcome", "unknown tool")
 		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
 		reply := &a2a.ToolReply{IsError: true, Output: s.unknownTool(req.Name)}
 		// A refusal is recorded before it is answered (see refused).
 		s.audit(audit.SurfaceA2A, req, nil, refused(req, audit.ResultUnknownTool, classUnknownTool, reply.Output), arrived, span)
-		s.answer(r, req, reply)
+		s.answer(r, req, reply, span)
 		endRequest(span, "", nil, ops.OutcomeError)
 		return
 	}
@@ -104,7 +105,7 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()
 		reply, rec := s.call(ctx, t, req, nil)
-		s.answer(r, req, reply)
+		s.answer(r, req, reply, span)
 		// Recorded and logged once the reply is sent, so the caller never
 		// waits on the trail or the log sink (a slow stderr reader, a
 		// busy journal).
@@ -118,7 +119,7 @@ func (s *Server) handleTool(r *natsbus.Request) {
 func (s *Server) refuseStopping(r *natsbus.Request, req *a2a.ToolRequest, t tool.Tool, arrived time.Time, span trace.Span) {
 	reply := s.stoppingReply()
 	s.audit(audit.SurfaceA2A, req, t, refused(req, audit.ResultRefused, classStopping, reply.Output), arrived, span)
-	s.answer(r, req, reply)
+	s.answer(r, req, reply, span)
 	endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
 }
 
@@ -230,15 +231,17 @@ func (s *Server) logCall(rec callRecord) {
 // answer stamps, encodes and sends reply exactly once. Output that makes the
 // reply exceed the message cap is cut and marked truncated rather than lost
 // with the whole reply.
-func (s *Server) answer(r *natsbus.Request, req *a2a.ToolRequest, reply *a2a.ToolReply) {
+func (s *Server) answer(r *natsbus.Request, req *a2a.ToolRequest, reply *a2a.ToolReply, span trace.Span) {
 	a2a.StampReply(reply, req, s.self)
 	data, err := s.encodeReply(reply, req)
 	if err != nil {
 		return
 	}
+	tracing.Event(span, tracing.EventEncoded)
 	if err := r.Reply(data); err != nil {
 		s.log.Error("sending tool reply", "agent", s.cfg.Identity, "tool", req.Name, "error", err)
 	}
+	tracing.Event(span, tracing.EventSent)
 }
 
 // encodeReply encodes a stamped reply. Output that makes it exceed the

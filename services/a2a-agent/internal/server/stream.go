@@ -17,6 +17,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // Output coalescing: a streamed call's output goes out in events of at
@@ -82,8 +83,9 @@ func (s *Server) handleStream(r *natsbus.Request) {
 	}
 	// The caller has just sent the request: it is alive, so the first
 	// probe is due a heartbeat from now, not on the ack.
-	out := &streamOut{s: s, r: r, req: req, lastProbe: time.Now()}
+	out := &streamOut{s: s, r: r, req: req, span: span, lastProbe: time.Now()}
 	t, ok := s.byName[req.Name]
+	tracing.Event(span, tracing.EventDecoded)
 	if !ok {
 		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "stream", true, "outcome", "unknown tool")
 		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
@@ -229,6 +231,8 @@ type streamOut struct {
 	s   *Server
 	r   *natsbus.Request
 	req *a2a.ToolRequest
+	// span is the request's, for the final reply's stage events.
+	span trace.Span
 
 	mu sync.Mutex
 	// seq, lastSent, lastProbe and misses are guarded by mu.
@@ -254,9 +258,11 @@ func (o *streamOut) final(reply *a2a.ToolReply) {
 	if err != nil {
 		return
 	}
+	tracing.Event(o.span, tracing.EventEncoded)
 	if err := o.r.Send(data); err != nil {
 		o.s.log.Error("sending stream reply", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
 	}
+	tracing.Event(o.span, tracing.EventSent)
 }
 
 // send stamps, numbers and sends m; it reports the caller gone when a

@@ -16,6 +16,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // inMemoryTracing returns a tracer whose spans end up in the returned
@@ -131,6 +132,31 @@ func checkTracedCall(t *testing.T, tracer trace.Tracer, exp *tracetest.InMemoryE
 	}
 	if got := attrsOf(run)["fiskfleet.exit_code"]; got != want["fiskfleet.exit_code"] {
 		t.Errorf("%s stream %v: command run exit code: got %q, want %q", toolName, stream, got, want["fiskfleet.exit_code"])
+	}
+	// The stage events, in the order a call passes them: the request
+	// decoded, the slot taken, the process's run on the command run span,
+	// then the reply encoded and sent.
+	events := func(s tracetest.SpanStub) (names []string, times []time.Time) {
+		for _, e := range s.Events {
+			names, times = append(names, e.Name), append(times, e.Time)
+		}
+		return names, times
+	}
+	reqEvents, reqTimes := events(req)
+	runEvents, runTimes := events(run)
+	if got, want := strings.Join(reqEvents, ","), strings.Join([]string{tracing.EventDecoded, tracing.EventEncoded, tracing.EventSent}, ","); got != want {
+		t.Errorf("%s stream %v: request events: got %s, want %s", toolName, stream, got, want)
+	}
+	if got, want := strings.Join(runEvents, ","), strings.Join([]string{tracing.EventStarting, tracing.EventStarted, tracing.EventExited}, ","); got != want {
+		t.Errorf("%s stream %v: command run events: got %s, want %s", toolName, stream, got, want)
+	}
+	if len(reqTimes) == 3 && len(runTimes) == 3 {
+		order := []time.Time{req.StartTime, reqTimes[0], slot.EndTime, run.StartTime, runTimes[0], runTimes[1], runTimes[2], run.EndTime, reqTimes[1], reqTimes[2], req.EndTime}
+		for i := 1; i < len(order); i++ {
+			if order[i].Before(order[i-1]) {
+				t.Errorf("%s stream %v: stage point %d at %s is before point %d at %s", toolName, stream, i, order[i], i-1, order[i-1])
+			}
+		}
 	}
 	for _, s := range spans {
 		for k, v := range attrsOf(s) {

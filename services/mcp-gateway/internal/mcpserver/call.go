@@ -77,18 +77,19 @@ func (s *Server) handle(ctx context.Context, name string, req mcp.CallToolReques
 			res = rec.fail(outcomeFailed, fmt.Sprintf("%s failed: internal error: %v", name, p))
 			s.log.Error("tool panicked", "agent", s.cfg.Identity, "tool", name, "panic", p, "stack", string(debug.Stack()))
 		}
-		endSpan(span, rec)
 		d := time.Since(start)
 		s.observe(rec, d)
+		endCall(ctx, span, rec)
 		s.trail.after(func() {
 			s.logCall(rec, d)
 			s.auditCall(ctx, rec, start, d)
 		})
 	}()
-	return s.call(ctx, name, req, rec)
+	return s.call(ctx, name, req, rec, span)
 }
 
-func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest, rec *record) *mcp.CallToolResult {
+// call runs handle's call; span is the request's, for its stage events.
+func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest, rec *record, span trace.Span) *mcp.CallToolResult {
 	e := (*s.entries.Load())[name]
 	if e == nil {
 		// Only reachable in the moment a replacement removes a tool:
@@ -108,6 +109,7 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 	if msg := e.validate(input); msg != "" {
 		return rec.fail(outcomeInvalid, fmt.Sprintf("invalid arguments for %s: %s", name, msg))
 	}
+	tracing.Event(span, tracing.EventValidated)
 
 	if e.gated {
 		line, err := e.commandLine(input)
@@ -144,14 +146,15 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 	case <-ctx.Done():
 		return rec.fail(outcomeBusy, fmt.Sprintf("%s was not run: the request ended while waiting for a free slot (expose.agent.mcp.max_concurrent_tools is %d)", name, s.cfg.MaxConcurrent))
 	}
+	tracing.Event(span, tracing.EventSlot)
 
 	runCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	if s.cfg.Tracer != nil {
 		spanName, kind := e.runSpanName()
-		var span trace.Span
-		runCtx, span = tracing.Start(runCtx, s.cfg.Tracer, spanName, kind)
-		defer endSpan(span, rec)
+		var run trace.Span
+		runCtx, run = tracing.Start(runCtx, s.cfg.Tracer, spanName, kind)
+		defer endSpan(run, rec)
 	}
 	treq := tool.Request{Input: input, Prompter: tool.DenyAll{}}
 	if token := progressToken(req); token != nil {

@@ -33,7 +33,11 @@ func (s *Server) buildHandler() http.Handler {
 	for p, h := range s.cfg.Open {
 		mux.Handle(p, h)
 	}
-	return s.probes(checkOrigin(mux, s.cfg.AllowedOrigins))
+	h := s.probes(checkOrigin(mux, s.cfg.AllowedOrigins))
+	if s.cfg.Tracer != nil {
+		h = markArrival(h)
+	}
+	return h
 }
 
 // checkOrigin answers 403 to a request whose Origin header is present and

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // Client trace contexts: what a traced MCP client sends.
@@ -176,7 +177,7 @@ func TestUntracedCallAllocatesNoSpan(t *testing.T) {
 		if got != ctx || span.IsRecording() {
 			t.Fatal("an untraced call got a recording span or a new context")
 		}
-		endSpan(span, &record{outcome: outcomeOK})
+		endCall(ctx, span, &record{outcome: outcomeOK})
 	})
 	if allocs != 0 {
 		t.Fatalf("got %v allocations per untraced call, want 0", allocs)
@@ -189,4 +190,56 @@ func spanNames(m map[string]tracetest.SpanStub) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestTraceStageEvents: a traced tools/call's span starts when the HTTP
+// request arrives, before the MCP library has parsed it, carries the
+// stage events in the order the call passes them, and ends once the reply
+// is written; its run span has the process's events.
+func TestTraceStageEvents(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	exp := tracetest.NewInMemoryExporter()
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+	_, url := startServer(t, Config{Identity: "traced", Tracer: sdk.Tracer("test")}, app.Tools())
+	c := connect(t, url, legacyEra, nil)
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "echo"
+	req.Params.Arguments = map[string]any{"message": "hi"}
+	if res, err := c.CallTool(t.Context(), req); err != nil || res.IsError {
+		t.Fatalf("calling echo: got %+v, %v", res, err)
+	}
+	spans := byName(t, exp)
+	call, run := spans["tools/call echo"], spans["command run"]
+	if call.Name == "" || run.Name == "" {
+		t.Fatalf("got spans %v, want tools/call echo and command run", spanNames(spans))
+	}
+	checkEvents(t, call, []string{tracing.EventParsed, tracing.EventValidated, tracing.EventSlot, tracing.EventReturned, tracing.EventSent})
+	checkEvents(t, run, []string{tracing.EventStarting, tracing.EventStarted, tracing.EventExited})
+	parsed := call.Events[0].Time
+	if !call.StartTime.Before(parsed) {
+		t.Errorf("call span start %s: want it at the request's arrival, before it was parsed (%s)", call.StartTime, parsed)
+	}
+	if run.StartTime.Before(call.Events[2].Time) || run.EndTime.After(call.Events[3].Time) {
+		t.Errorf("run span %s–%s: want it between the slot and the call's return", run.StartTime, run.EndTime)
+	}
+	if last := call.Events[len(call.Events)-1].Time; call.EndTime.Before(last) {
+		t.Errorf("call span end %s: want it after the reply was sent (%s)", call.EndTime, last)
+	}
+}
+
+// checkEvents fails t unless s has exactly the events named want, in
+// that order, at times that do not go back.
+func checkEvents(t *testing.T, s tracetest.SpanStub, want []string) {
+	t.Helper()
+	var got []string
+	for i, e := range s.Events {
+		got = append(got, e.Name)
+		if i > 0 && e.Time.Before(s.Events[i-1].Time) {
+			t.Errorf("%s: event %q at %s is before %q", s.Name, e.Name, e.Time, s.Events[i-1].Name)
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("%s events: got %q, want %q", s.Name, got, want)
+	}
 }

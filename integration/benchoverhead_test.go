@@ -1,0 +1,361 @@
+package integration_test
+
+// The overhead of each call path in transport round trips, the anonymous
+// memory of the services, and the base revision `make bench BASE=<rev>`
+// measures beside the current one: see benchReport for the figures.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fiskfleet/fiskfleet/integration/fleettest"
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
+)
+
+const (
+	// benchBaseEnv names a directory holding a2a-agent and mcp-gateway
+	// built from another revision (make bench BASE=<rev>): the report then
+	// measures them beside the current ones, in the same rounds.
+	benchBaseEnv = "FISKFLEET_BENCH_BASE"
+	// benchBaseRevEnv is the revision those binaries were built from, as
+	// make was given it, for the report.
+	benchBaseRevEnv = "FISKFLEET_BENCH_BASE_REV"
+	// benchRounds is how many rounds the call series run in: each round
+	// interleaves every series, the floor among them, and the overhead is
+	// computed per round, then the median taken.
+	benchRounds = 5
+	// floorIdentity answers on the floor's subjects; as long as "bench",
+	// so that subjects, and so messages, are of the same size.
+	floorIdentity = "floor"
+	// baseIdentity is the base revision's agent, as long as "bench" too.
+	baseIdentity = "based"
+)
+
+// Goals for the anonymous memory of each service after a load of calls
+// (DESIGN.md, Performance expectations), in MiB.
+const (
+	agentAnonGoalMiB   = 8
+	gatewayAnonGoalMiB = 12
+)
+
+// overheadPaths are the call paths whose overhead is counted in round
+// trips, by their series names.
+var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_remote_call"}
+
+// baseFigures are the base revision's figures (make bench BASE=<rev>), the
+// same as the current ones' of the same names without the base_ prefix.
+// The report holds them only when a base was measured. The base services
+// carry the three call paths alone, so their _after memory follows a
+// lighter load than the current ones' (which serve the stream, first
+// output and discovery series too): compare the idle figures, and the
+// after figures as an upper bound of the base's.
+type baseFigures struct {
+	BaseRevision string `json:"base_revision"`
+
+	BaseA2ACallP50 float64   `json:"base_a2a_call_p50_us"`
+	BaseA2ACallP99 float64   `json:"base_a2a_call_p99_us"`
+	BaseA2ACallRT  float64   `json:"base_a2a_call_overhead_rt"`
+	BaseA2ACallRTs []float64 `json:"base_a2a_call_overhead_rt_rounds"`
+
+	BaseMCPCallP50 float64   `json:"base_mcp_call_p50_us"`
+	BaseMCPCallP99 float64   `json:"base_mcp_call_p99_us"`
+	BaseMCPCallRT  float64   `json:"base_mcp_call_overhead_rt"`
+	BaseMCPCallRTs []float64 `json:"base_mcp_call_overhead_rt_rounds"`
+
+	BaseMCPRemoteCallP50 float64   `json:"base_mcp_remote_call_p50_us"`
+	BaseMCPRemoteCallP99 float64   `json:"base_mcp_remote_call_p99_us"`
+	BaseMCPRemoteCallRT  float64   `json:"base_mcp_remote_call_overhead_rt"`
+	BaseMCPRemoteCallRTs []float64 `json:"base_mcp_remote_call_overhead_rt_rounds"`
+
+	BaseAgentIdleAnon   float64 `json:"base_agent_idle_anon_mib"`
+	BaseAgentAnonAfter  float64 `json:"base_agent_anon_after_mib"`
+	BaseGatewayIdleAnon float64 `json:"base_gateway_idle_anon_mib"`
+	BaseGatewayAnonAft  float64 `json:"base_gateway_anon_after_mib"`
+}
+
+// pathFigures points at one path's figures in the report.
+type pathFigures struct {
+	p50, p99, rt *float64
+	rts          *[]float64
+}
+
+// roundSamples returns the samples of round i (from 0) of a series run by
+// [interleaveRounds].
+func (s *benchSeries) roundSamples(i int) []time.Duration {
+	from := 0
+	if i > 0 {
+		from = s.roundEnds[i-1]
+	}
+	return s.samples[from:s.roundEnds[i]]
+}
+
+// overheadRT is a call's overhead in transport round trips: its p50 less
+// direct exec's p50, over the floor's p50, to three decimals; 0 when the
+// floor is not positive.
+func overheadRT(call, direct, floor time.Duration) float64 {
+	if floor <= 0 {
+		return 0
+	}
+	return round(float64(call-direct)/float64(floor), 3)
+}
+
+// roundOverheads returns call's overhead in round trips in each round,
+// each from that round's p50s of call, direct and floor.
+func roundOverheads(call, direct, floor *benchSeries) []float64 {
+	out := make([]float64, len(call.roundEnds))
+	for i := range out {
+		out[i] = overheadRT(percentile(call.roundSamples(i), 50), percentile(direct.roundSamples(i), 50), percentile(floor.roundSamples(i), 50))
+	}
+	return out
+}
+
+// median is the middle of xs (the mean of the two middles for an even
+// count), or 0 for none. It sorts a copy.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return round((s[n/2-1]+s[n/2])/2, 3)
+}
+
+// anonMiB reads a process's anonymous memory (heap, stacks, and whatever
+// else no file backs) from /proc/PID/smaps_rollup: what one more process
+// of a binary costs, since the binary's own pages are shared.
+func anonMiB(pid int) (float64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0, false
+	}
+	return parseAnon(string(b))
+}
+
+// parseAnon returns the Anonymous line of an smaps_rollup in MiB.
+func parseAnon(rollup string) (float64, bool) {
+	for line := range strings.Lines(rollup) {
+		if rest, ok := strings.CutPrefix(line, "Anonymous:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseFloat(f[0], 64)
+				return kb / 1024, err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
+func mustAnon(tb testing.TB, name string, pid int) float64 {
+	tb.Helper()
+	v, ok := anonMiB(pid)
+	if !ok {
+		tb.Fatalf("%s (pid %d): no Anonymous in /proc/%d/smaps_rollup", name, pid, pid)
+	}
+	return round(v, 2)
+}
+
+// goalMark says how a figure stands against its goal, for the log.
+func goalMark(v, goal float64) string {
+	if v <= goal {
+		return fmt.Sprintf("within the goal of %g", goal)
+	}
+	return fmt.Sprintf("OVER the goal of %g", goal)
+}
+
+// callFloor captures the agent identity's reply to one encoded echo call
+// and starts natsreplier answering that request's size with those bytes
+// on [floorIdentity]'s tool subject. It returns the floor's series: the
+// same request through tr, the transport the A2A calls use, and the
+// request's and the reply's sizes.
+func callFloor(tb testing.TB, b *bus, tr *natsbus.Transport, identity string) (_ *benchSeries, reqBytes, replyBytes int) {
+	tb.Helper()
+	req, err := a2a.Encode(a2a.NewToolRequest(a2a.Participant{Name: "bench-report"}, identity, "echo", echoInput))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reply, err := tr.RoundTrip(tb.Context(), identity, a2a.RouteTool, req)
+	if err != nil {
+		tb.Fatalf("echo of %s: %v", identity, err)
+	}
+	r := &a2a.ToolReply{}
+	if err := a2a.Decode(reply, r); err != nil || r.Output != "hi\n" {
+		tb.Fatalf("echo reply of %s: got %+v (%v), want output \"hi\\n\"", identity, r, err)
+	}
+	payload := fleettest.WriteFile(tb, tb.TempDir(), "tool-reply.json", string(reply))
+	p := fleettest.Start(tb, b.home.Env(), fisktest.Build(tb, natsReplierPackage, "natsreplier"),
+		"--url", b.ns.URL(), "--subject", natsbus.ToolSubject(floorIdentity), "--payload", payload)
+	p.WaitOutput(tb, "ready", fleettest.ReadyTimeout)
+	return &benchSeries{name: "call_floor", run: rawRoundTrip(tr, floorIdentity, a2a.RouteTool, req, len(reply), 0)}, len(req), len(reply)
+}
+
+// rawRoundTrip sends req to identity's route through tr and checks only
+// the reply's size: want bytes, ± slack.
+func rawRoundTrip(tr *natsbus.Transport, identity string, route a2a.Route, req []byte, want, slack int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		got, err := tr.RoundTrip(ctx, identity, route, req)
+		if err != nil || len(got) < want-slack || len(got) > want+slack {
+			return fmt.Errorf("got %d bytes (%v), want %d ± %d", len(got), err, want, slack)
+		}
+		return nil
+	}
+}
+
+// baseFleet is the base revision's agent and gateway (make bench BASE=).
+type baseFleet struct {
+	agent   *fleettest.Process
+	gateway *gatewayProcess
+}
+
+// startBase starts the base revision's agent on [baseIdentity] and a
+// gateway importing only it, from the binaries in dir, configured as the
+// current ones are.
+func startBase(tb testing.TB, b *bus, dir string) *baseFleet {
+	tb.Helper()
+	cfg := fleettest.WriteAgentConfig(tb, b.demoAgent(tb, baseIdentity, 2))
+	agent := fleettest.Start(tb, b.home.Env(), filepath.Join(dir, "a2a-agent"), "serve", "--config", cfg)
+	agent.WaitOutput(tb, fleettest.A2AServingLog, fleettest.ReadyTimeout)
+	gw := startGatewayBinary(tb, b.home.Env(), filepath.Join(dir, "mcp-gateway"), b.gatewayConfig(tb, "0", baseIdentity))
+	return &baseFleet{agent: agent, gateway: gw}
+}
+
+// logOverheads logs each path's overhead table: per round and the median,
+// beside its p50 and p99.
+func logOverheads(tb testing.TB, rows []overheadRow) {
+	tb.Helper()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "overhead in transport round trips (call p50 − exec_direct p50) / call_floor p50, per round, median of %d:\n", benchRounds)
+	fmt.Fprintf(&sb, "  %-21s %9s %9s  %-8s %s\n", "path", "p50 µs", "p99 µs", "median", "rounds")
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "  %-21s %9.1f %9.1f  %-8.3f %v\n", r.name, r.p50, r.p99, r.rt, r.rts)
+	}
+	tb.Log(sb.String())
+}
+
+// overheadRow is one line of [logOverheads].
+type overheadRow struct {
+	name         string
+	p50, p99, rt float64
+	rts          []float64
+}
+
+func TestOverheadArithmetic(t *testing.T) {
+	us := func(v int) time.Duration { return time.Duration(v) * time.Microsecond }
+	tests := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"two round trips", overheadRT(us(2400), us(2000), us(200)), 2},
+		{"no overhead", overheadRT(us(2000), us(2000), us(200)), 0},
+		{"faster than direct is negative", overheadRT(us(1950), us(2000), us(200)), -0.25},
+		{"three decimals", overheadRT(us(2100), us(2000), us(300)), 0.333},
+		{"no floor", overheadRT(us(2400), us(2000), 0), 0},
+		{"median of odd count", median([]float64{5, 1, 3, 9, 2}), 3},
+		{"median of even count is the mean of the middles", median([]float64{4, 1, 3, 2}), 2.5},
+		{"median of one", median([]float64{7.25}), 7.25},
+		{"median of none", median(nil), 0},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	xs := []float64{3, 1, 2}
+	median(xs)
+	if !slices.Equal(xs, []float64{3, 1, 2}) {
+		t.Errorf("median sorted its argument: got %v, want [3 1 2]", xs)
+	}
+}
+
+// TestRoundOverheads takes each round's p50s, not the whole run's: a
+// round where the machine was slow for every series alike gives the same
+// overhead as a quiet one.
+func TestRoundOverheads(t *testing.T) {
+	us := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Microsecond
+		}
+		return out
+	}
+	// Three rounds of three samples; the second round is twice as slow.
+	call := &benchSeries{samples: us(2400, 2300, 2500, 4800, 4600, 5000, 2500, 2600, 2400), roundEnds: []int{3, 6, 9}}
+	direct := &benchSeries{samples: us(2000, 1900, 2100, 4000, 3800, 4200, 2000, 2000, 2000), roundEnds: []int{3, 6, 9}}
+	floor := &benchSeries{samples: us(200, 200, 200, 400, 400, 400, 250, 250, 250), roundEnds: []int{3, 6, 9}}
+	got := roundOverheads(call, direct, floor)
+	if want := []float64{2, 2, 2}; !slices.Equal(got, want) {
+		t.Errorf("roundOverheads: got %v, want %v", got, want)
+	}
+	if got := median(got); got != 2 {
+		t.Errorf("median: got %v, want 2", got)
+	}
+	if got := call.roundSamples(1); !slices.Equal(got, us(4800, 4600, 5000)) {
+		t.Errorf("roundSamples(1): got %v, want the second round's", got)
+	}
+}
+
+// TestInterleaveRounds runs every series the same number of times per
+// round, in batches, and marks where each round ends.
+func TestInterleaveRounds(t *testing.T) {
+	var order []string
+	mk := func(name string) *benchSeries {
+		return &benchSeries{name: name, run: func(context.Context) error { order = append(order, name); return nil }}
+	}
+	a, b, c := mk("a"), mk("b"), mk("c")
+	interleaveRounds(t, []*benchSeries{a, b, c}, 1, 10, 2, 5)
+	for _, s := range []*benchSeries{a, b, c} {
+		if len(s.samples) != 10 || !slices.Equal(s.roundEnds, []int{2, 4, 6, 8, 10}) {
+			t.Errorf("%s: got %d samples, round ends %v, want 10 and [2 4 6 8 10]", s.name, len(s.samples), s.roundEnds)
+		}
+	}
+	// Warm-up once each, then batches of two, the first series rotating.
+	if got, want := strings.Join(order[:15], ""), "abc"+"aabbcc"+"bbccaa"; got != want {
+		t.Errorf("order: got %s, want %s", got, want)
+	}
+	// Iterations that do not divide into the rounds still all run.
+	d := mk("d")
+	interleaveRounds(t, []*benchSeries{d}, 0, 7, 3, 5)
+	if len(d.samples) != 7 || !slices.Equal(d.roundEnds, []int{1, 2, 4, 5, 7}) {
+		t.Errorf("7 in 5 rounds: got %d samples, round ends %v, want 7 and [1 2 4 5 7]", len(d.samples), d.roundEnds)
+	}
+}
+
+func TestParseAnon(t *testing.T) {
+	rollup := `55d4c5a4e000-7ffd3a5f6000 ---p 00000000 00:00 0                          [rollup]
+Rss:               11264 kB
+Pss:                4321 kB
+Pss_Anon:           3072 kB
+Anonymous:          3072 kB
+AnonHugePages:         0 kB
+Swap:                  0 kB
+`
+	if got, ok := parseAnon(rollup); !ok || got != 3 {
+		t.Errorf("parseAnon: got %v, %v, want 3 MiB", got, ok)
+	}
+	for _, bad := range []string{"", "Rss: 100 kB\n", "Anonymous: lots kB\n", "Anonymous: 100\n"} {
+		if got, ok := parseAnon(bad); ok {
+			t.Errorf("parseAnon(%q): got %v, want not found", bad, got)
+		}
+	}
+	// This process has an Anonymous line of its own, where the kernel
+	// keeps a rollup (Linux 4.14 on).
+	if _, err := os.Stat("/proc/self/smaps_rollup"); err != nil {
+		t.Skipf("no smaps_rollup here: %v", err)
+	}
+	if v, ok := anonMiB(os.Getpid()); !ok || v <= 0 {
+		t.Errorf("anonMiB(self): got %v, %v, want a positive figure", v, ok)
+	}
+}
