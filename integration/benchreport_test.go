@@ -265,6 +265,7 @@ type benchReport struct {
 	FleetRatio   float64 `json:"fleet_ratio"`
 
 	knowledgeFigures // knowledge_*: see knowledge_bench_test.go
+	toolsListFigures // tools_list_*: see toolslist_bench_test.go
 }
 
 // benchSeries is one measured path: run makes one call and checks its
@@ -663,6 +664,7 @@ func TestBenchReport(t *testing.T) {
 	benchFleet(t, &rep, set)
 
 	rep.knowledgeFigures = benchKnowledge(t, set.mode == quickBench.mode)
+	rep.toolsListFigures = benchToolsList(t, set.mode == quickBench.mode)
 
 	rep.Load1mEnd = load1m()
 	rep.ElapsedS = round(time.Since(began).Seconds(), 1)

@@ -99,32 +99,8 @@ func benchToolsList(tb testing.TB, quick bool) toolsListFigures {
 	if quick {
 		iterations = toolsListQuickIterations
 	}
-	b := newBus(tb)
-	nats := fleettest.NATSCLI(tb)
-	hosts := make([]string, toolsListAgents)
-	configs := make([]string, toolsListAgents)
-	for i := range hosts {
-		hosts[i] = "nats" + strconv.Itoa(i+1)
-		configs[i] = fleettest.WriteAgentConfig(tb, fleettest.Agent{
-			Identity:        hosts[i],
-			ApplicationPath: nats,
-			NATSContext:     fleetContext,
-			A2A:             &fleettest.A2A{ServeTools: true},
-		})
-	}
-	startAgentsAtOnce(tb, b.home.Env(), configs...)
-	remote := make([]map[string]any, len(hosts))
-	for i, h := range hosts {
-		remote[i] = map[string]any{"host": h}
-	}
-	// No application of its own and no periodic refresh: every listed
-	// tool is remote, and no discovery traffic runs beside the timing.
-	gw := startGateway(tb, b.home.Env(), fleettest.WriteAgentConfig(tb, fleettest.Agent{
-		Identity:    "gw",
-		NATSContext: fleetContext,
-		MCP:         map[string]any{},
-		Extra:       map[string]any{"remote_tools": remote, "remote_refresh_interval": "0s"},
-	}))
+	// No periodic refresh: no discovery traffic runs beside the timing.
+	gw, _ := startNATSCLIFleet(tb, newBus(tb), nil, map[string]any{}, "0s")
 
 	f := toolsListFigures{ToolsListAgents: toolsListAgents, ToolsListIterations: iterations}
 	f.ToolsListAnonIdleMiB = settleAnon(tb, gw.PID, time.Second)
@@ -287,6 +263,49 @@ func (l *rawLister) check(tb testing.TB) []string {
 		tb.Fatalf("tools/list: got %d tools, want about 690 from %d nats CLI agents", len(names), toolsListAgents)
 	}
 	return names
+}
+
+// natsCLIAgent is the config of an agent serving the nats CLI as
+// identity, all of its commands unless include narrows them. No
+// confirm_tags: nothing is gated.
+func natsCLIAgent(tb testing.TB, identity string, include []string) string {
+	tb.Helper()
+	return fleettest.WriteAgentConfig(tb, fleettest.Agent{
+		Identity:        identity,
+		ApplicationPath: fleettest.NATSCLI(tb),
+		NATSContext:     fleetContext,
+		IncludeTools:    include,
+		A2A:             &fleettest.A2A{ServeTools: true},
+	})
+}
+
+// startNATSCLIFleet starts [toolsListAgents] agents of the nats CLI, nats1
+// to nats3 (nats3 serving only include when it is set), and a gateway with
+// no application of its own importing them all, with expose.agent.mcp
+// mcpCfg and remote_refresh_interval refresh. It returns the gateway and
+// the agents.
+func startNATSCLIFleet(tb testing.TB, b *bus, include []string, mcpCfg map[string]any, refresh string) (*gatewayProcess, []*fleettest.Process) {
+	tb.Helper()
+	hosts := make([]string, toolsListAgents)
+	configs := make([]string, toolsListAgents)
+	remote := make([]map[string]any, toolsListAgents)
+	for i := range hosts {
+		hosts[i] = "nats" + strconv.Itoa(i+1)
+		var inc []string
+		if i == toolsListAgents-1 {
+			inc = include
+		}
+		configs[i] = natsCLIAgent(tb, hosts[i], inc)
+		remote[i] = map[string]any{"host": hosts[i]}
+	}
+	agents := startAgentsAtOnce(tb, b.home.Env(), configs...)
+	gw := startGateway(tb, b.home.Env(), fleettest.WriteAgentConfig(tb, fleettest.Agent{
+		Identity:    "gw",
+		NATSContext: fleetContext,
+		MCP:         mcpCfg,
+		Extra:       map[string]any{"remote_tools": remote, "remote_refresh_interval": refresh},
+	}))
+	return gw, agents
 }
 
 // settleAnon waits d, then returns pid's anonymous memory in MiB.
