@@ -300,6 +300,7 @@ type benchReport struct {
 	FleetRatio   float64 `json:"fleet_ratio"`
 
 	knowledgeFigures // knowledge_*: see knowledge_bench_test.go
+	toolsListFigures // tools_list_*: see toolslist_bench_test.go
 
 	// *baseFigures holds the base_* figures of make bench BASE=<rev>; nil,
 	// and so absent, otherwise (see benchoverhead_test.go).
@@ -796,6 +797,7 @@ func TestBenchReport(t *testing.T) {
 	benchFleet(t, &rep, set)
 
 	rep.knowledgeFigures = benchKnowledge(t, set.mode == quickBench.mode)
+	rep.toolsListFigures = benchToolsList(t, set.mode == quickBench.mode)
 
 	rep.Load1mEnd = load1m()
 	rep.ElapsedS = round(time.Since(began).Seconds(), 1)

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -239,6 +240,8 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		MaxSessions:        m.MaxSessions,
 		TaskRetention:      m.TaskRetention.Duration,
 		MaxTasks:           m.MaxTasks,
+		ToolsPageSize:      m.ToolsPageSize,
+		ToolsListTTL:       toolsListTTL(cfg),
 		TaskStore:          fl.taskStore(),
 		TaskCanceller:      fl.canceller(),
 		ApprovalBucket:     fl.bucket(),
@@ -500,4 +503,18 @@ func addHint(identity string, a net.Addr, tokenEnv string) string {
 		line += fmt.Sprintf(` --header "Authorization: Bearer $%s"`, tokenEnv)
 	}
 	return line
+}
+
+// toolsListTTL is how long a 2026-07-28 client may cache tools/list: the
+// remote refresh interval, the longest the gateway takes to notice that a
+// remote tool appeared, changed or went, so a cached list lags the
+// gateway's by at most one more interval (and clients that listen hear
+// notifications/tools/list_changed at once). Without remote tools, or
+// with refreshing off, the list changes only with a restart, and the
+// server's default applies.
+func toolsListTTL(cfg *config.Config) time.Duration {
+	if len(cfg.RemoteTools) == 0 {
+		return 0
+	}
+	return cfg.RefreshInterval()
 }

@@ -182,6 +182,11 @@ type MCP struct {
 	// is refused when every one kept is still running. Zero means
 	// [DefaultMaxTasks].
 	MaxTasks int `yaml:"max_tasks"`
+	// ToolsPageSize is how many tools one tools/list page holds; the
+	// answer carries a nextCursor while more follow. Zero, the default,
+	// lists every tool in one page, as clients expect: set it when
+	// clients cannot take a fleet's whole list in one message.
+	ToolsPageSize int `yaml:"tools_page_size"`
 	// Resources lists what is served as MCP resources; the one kind is
 	// [ResourceKnowledge]. Empty serves none: resources are off by default.
 	Resources []string `yaml:"resources"`

@@ -165,6 +165,9 @@ func (v *validator) common(c *Config) {
 		if m.MaxSessions < 0 {
 			v.fail(key+".max_sessions", fmt.Sprintf("%s.max_sessions must be positive, got %d: fix %s.max_sessions", key, m.MaxSessions, key))
 		}
+		if m.ToolsPageSize < 0 {
+			v.fail(key+".tools_page_size", fmt.Sprintf("%s.tools_page_size must not be negative, got %d: fix %s.tools_page_size (0 lists every tool in one page)", key, m.ToolsPageSize, key))
+		}
 		if m.TaskRetention.Duration < 0 {
 			v.fail(key+".task_retention", fmt.Sprintf("%s.task_retention must be positive, got %s: fix %s.task_retention", key, m.TaskRetention.Duration, key))
 		}

@@ -86,6 +86,8 @@ func TestValidateRefusals(t *testing.T) {
 		{"origin wildcard", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {allowed_origins: ['*']}}}\n", "expose.agent.mcp.allowed_origins[0]", "want scheme http or https"},
 		{"session idle negative", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {session_idle_timeout: -1m}}}\n", "expose.agent.mcp.session_idle_timeout", "session_idle_timeout must be positive"},
 		{"max sessions negative", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {max_sessions: -1}}}\n", "expose.agent.mcp.max_sessions", "max_sessions must be positive"},
+		{"tools page size negative", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {tools_page_size: -1}}}\n", "expose.agent.mcp.tools_page_size",
+			"agent.yaml: expose.agent.mcp.tools_page_size must not be negative, got -1: fix expose.agent.mcp.tools_page_size (0 lists every tool in one page)"},
 		{"task retention negative", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {task_retention: -5m}}}\n", "expose.agent.mcp.task_retention", "expose.agent.mcp.task_retention must be positive, got -5m0s"},
 		{"max tasks negative", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {max_tasks: -3}}}\n", "expose.agent.mcp.max_tasks", "expose.agent.mcp.max_tasks must be positive, got -3"},
 		{"unknown builtin", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {builtins: [memory_store]}}}\n", "expose.agent.mcp.builtins[0]",

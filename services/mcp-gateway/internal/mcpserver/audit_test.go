@@ -441,7 +441,7 @@ func TestAuditTraceID(t *testing.T) {
 		c := connect(t, url, legacyEra, nil)
 		callTool(t, c, "echo", map[string]any{"message": "traced"})
 		r, _ := tr.next(t)
-		spans := byName(t, exp)
+		spans := byName(t, exp, "tools/call echo")
 		call := spans["tools/call echo"]
 		if want := call.SpanContext.TraceID().String(); r.TraceID != want || want == clientTrace {
 			t.Errorf("trace_id: got %q, want the call span's own trace %s", r.TraceID, want)

@@ -124,6 +124,15 @@ type Config struct {
 	// MaxSessions caps the live sessions; an initialize beyond it gets
 	// 503. 0 means [config.DefaultMaxSessions].
 	MaxSessions int
+	// ToolsPageSize is how many tools one tools/list page holds
+	// (expose.agent.mcp.tools_page_size); 0 means every tool in one page,
+	// or [resourcePageSize] when Resources is set, as resources/list.
+	ToolsPageSize int
+	// ToolsListTTL is how long a 2026-07-28 client may reuse a tools/list
+	// answer (its ttlMs): the gateway passes its remote refresh interval,
+	// the longest it takes to notice a remote tool change. 0 means
+	// [DefaultToolsListTTL].
+	ToolsListTTL time.Duration
 	// TaskRetention is how long a finished task's result is kept for its
 	// client (a client's ttl may shorten it, never lengthen it); 0 means
 	// [config.DefaultTaskRetention].
@@ -206,6 +215,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxTasks <= 0 {
 		c.MaxTasks = config.DefaultMaxTasks
 	}
+	if c.ToolsListTTL <= 0 {
+		c.ToolsListTTL = DefaultToolsListTTL * time.Millisecond
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -236,6 +248,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxTasks < 0 {
 		return fmt.Errorf("%w: expose.agent.mcp.max_tasks %d: want a positive number", ErrInvalidConfig, c.MaxTasks)
+	}
+	if c.ToolsPageSize < 0 {
+		return fmt.Errorf("%w: expose.agent.mcp.tools_page_size %d: want 0 (every tool in one page) or more", ErrInvalidConfig, c.ToolsPageSize)
+	}
+	if c.ToolsListTTL < 0 {
+		return fmt.Errorf("%w: remote_refresh_interval %s: want a positive duration (it bounds how long clients cache tools/list)", ErrInvalidConfig, c.ToolsListTTL)
 	}
 	return nil
 }

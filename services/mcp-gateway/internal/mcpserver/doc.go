@@ -17,6 +17,11 @@
 // and makes mcp-go announce notifications/tools/list_changed when what
 // clients see changed.
 //
+// tools/list is not built per request: the list each grant sees, in each
+// protocol era, is encoded once per change of the tool set and served as
+// kept bytes, paged at [Config.ToolsPageSize] with cursors that are valid
+// for one list only (see toolslist.go).
+//
 // # Calls
 //
 // A call is checked (the input must be a JSON object matching a local

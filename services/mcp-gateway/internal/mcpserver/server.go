@@ -70,6 +70,9 @@ type Server struct {
 	// res is the knowledge resources listing (resources.go).
 	res resourceState
 
+	// list keeps the tools/list answers of the served tools (toolslist.go).
+	list *toolsList
+
 	// tasks runs the MCP tasks of every session on the task store
 	// (task.go); ownTaskStore is set when the store is the server's own.
 	tasks        *tasks.Manager
@@ -140,6 +143,16 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		// WithHooks would replace the first.
 		server.WithHooks(s.hooks()),
 	}
+	pageSize := cfg.ToolsPageSize
+	if pageSize == 0 && cfg.Resources != nil {
+		pageSize = resourcePageSize
+	}
+	scope := listCacheScope(cfg)
+	ttlMs := cfg.ToolsListTTL.Milliseconds()
+	s.list = newToolsList(pageSize, ttlMs, scope, mcp.Implementation{Name: cfg.Identity, Version: cfg.Version})
+	// The same hints on the answers mcp-go still builds itself (none
+	// that list tools, see serveToolsList; kept so the two never differ).
+	opts = append(opts, server.WithMethodCacheHints(mcp.MethodToolsList, ttlMs, scope))
 	if cfg.Instructions != "" {
 		opts = append(opts, server.WithInstructions(cfg.Instructions))
 	}
@@ -261,6 +274,9 @@ func (s *Server) SetTools(source string, tools []tool.Tool) error {
 		return fmt.Errorf("encoding tool definitions: %w", err)
 	}
 
+	if err := s.list.set(entries); err != nil {
+		return err
+	}
 	s.sources, s.served, s.dropped = next, served, dropped
 	s.entries.Store(&byName)
 	s.cfg.Metrics.SetTools(slices.Collect(maps.Keys(byName)))
@@ -272,6 +288,19 @@ func (s *Server) SetTools(source string, tools []tool.Tool) error {
 	}
 	s.defs = encoded
 	return nil
+}
+
+// listCacheScope is the cacheScope of a 2026-07-28 tools/list answer.
+// With a policy, lists differ per caller: private. Without one every
+// caller sees the same list, but a gateway that authenticates its callers
+// still lists only for them, and a shared cache in front of it must not
+// hand the list to anyone else: private too. Only an open gateway, whose
+// list anyone reaching it gets, says public.
+func listCacheScope(cfg Config) mcp.CacheScope {
+	if cfg.Policy != nil || cfg.AuthToken != "" || cfg.Authenticate != nil {
+		return mcp.CacheScopePrivate
+	}
+	return mcp.CacheScopePublic
 }
 
 // serverTool is the mcp-go registration of a definition: every tool kind

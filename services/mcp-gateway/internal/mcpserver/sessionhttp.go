@@ -36,30 +36,40 @@ import (
 //   - MCP tasks are served here, not by mcp-go (see task.go): the tasks/*
 //     methods are answered from the gateway's task store, for the
 //     requesting caller (or session, without authentication) only, and a task-augmented tools/call is
-//     prepared for the tool handler and answered with its task.
+//     prepared for the tool handler and answered with its task;
+//   - tools/list, in both eras, is answered from the lists kept per tool
+//     set ([Server.serveToolsList]), once the rules above have passed.
 //
 // It is a layer of its own, not a fork, so that it can go as mcp-go learns
 // these rules: each rule is tested through a real HTTP client, and a test
 // that starts passing without the layer says the library has caught up.
 func (s *Server) guardSessions(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Method == http.MethodPost {
+			var err error
+			if body, err = io.ReadAll(r.Body); err != nil {
+				http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+			if s.serveToolsList(w, r, body) {
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
 		id := r.Header.Get(server.HeaderKeySessionID)
 		var msg jsonrpcHead
 		if r.Method == http.MethodPost {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
 			if json.Unmarshal(body, &msg) != nil || msg.modern() {
 				// Not JSON-RPC (mcp-go answers the parse error) or a
 				// sessionless-era message.
-				next.ServeHTTP(w, r)
+				if !s.serveToolsList(w, r, body) {
+					next.ServeHTTP(w, r)
+				}
 				return
 			}
 		}
@@ -96,6 +106,11 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 			return
 		}
 		defer s.sessions.end(id)
+		if msg.Method == string(mcp.MethodToolsList) && s.serveToolsList(w, r, body) {
+			// Answered from the kept lists, before the cancellation
+			// watch: there is nothing to cancel in writing kept bytes.
+			return
+		}
 		if msg.Method == string(mcp.MethodInitialize) {
 			// A client may initialize again on a session it holds; the
 			// new session is bound to it as well.

@@ -3,8 +3,10 @@ package mcpserver
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -37,16 +39,28 @@ func attrMap(s tracetest.SpanStub) map[string]string {
 
 // byName returns the spans exported so far, by name, failing on a name
 // seen twice.
-func byName(tb testing.TB, exp *tracetest.InMemoryExporter) map[string]tracetest.SpanStub {
+//
+// A traced request's tools/call span ends once its reply is handed to
+// net/http (markArrival), which a client reading a flushed (SSE) reply can
+// beat by a moment, so byName waits up to a few seconds for the spans
+// named in want to be exported.
+func byName(tb testing.TB, exp *tracetest.InMemoryExporter, want ...string) map[string]tracetest.SpanStub {
 	tb.Helper()
-	out := map[string]tracetest.SpanStub{}
-	for _, s := range exp.GetSpans() {
-		if _, dup := out[s.Name]; dup {
-			tb.Fatalf("got two %q spans, want one per call", s.Name)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out := map[string]tracetest.SpanStub{}
+		for _, s := range exp.GetSpans() {
+			if _, dup := out[s.Name]; dup {
+				tb.Fatalf("got two %q spans, want one per call", s.Name)
+			}
+			out[s.Name] = s
 		}
-		out[s.Name] = s
+		missing := slices.ContainsFunc(want, func(name string) bool { _, ok := out[name]; return !ok })
+		if !missing || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	return out
 }
 
 // TestTraceToolsCall: one span per tools/call continuing the client's
@@ -107,7 +121,7 @@ func TestTraceToolsCall(t *testing.T) {
 				t.Fatalf("calling %s: %v", tt.tool, err)
 			}
 
-			spans := byName(t, exp)
+			spans := byName(t, exp, "tools/call "+tt.tool)
 			call := spans["tools/call "+tt.tool]
 			if call.Name == "" {
 				t.Fatalf("got spans %v, want tools/call %s", spanNames(spans), tt.tool)
@@ -209,7 +223,7 @@ func TestTraceStageEvents(t *testing.T) {
 	if res, err := c.CallTool(t.Context(), req); err != nil || res.IsError {
 		t.Fatalf("calling echo: got %+v, %v", res, err)
 	}
-	spans := byName(t, exp)
+	spans := byName(t, exp, "tools/call echo", "command run")
 	call, run := spans["tools/call echo"], spans["command run"]
 	if call.Name == "" || run.Name == "" {
 		t.Fatalf("got spans %v, want tools/call echo and command run", spanNames(spans))
