@@ -14,19 +14,16 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/spec"
 )
 
-// DefaultCheckInterval is how often [Index.Run] reads the whole store for
-// damage when knowledge.check_interval is not set. A quick check reads
-// every page (about a second for a store of a hundred thousand sections),
-// so it is not run often; damage a search meets is acted on at once
-// whatever the interval.
-const DefaultCheckInterval = 10 * time.Minute
-
-// MinCheckInterval is the shortest knowledge.check_interval accepted: a
-// check of a large store takes seconds, and a shorter interval would
-// spend the machine on checking.
-const MinCheckInterval = time.Second
+// DefaultCheckInterval and MinCheckInterval are [spec]'s, here for the
+// index's callers.
+const (
+	DefaultCheckInterval = spec.DefaultCheckInterval
+	MinCheckInterval     = spec.MinCheckInterval
+)
 
 // staleRebuild is how old a rebuild's temporary file must be before
 // [Open] removes it as the leftover of a process that died rebuilding: a
