@@ -22,7 +22,7 @@ import (
 func healthDocs(tb testing.TB) (string, int) {
 	tb.Helper()
 	files := map[string]string{}
-	for n := range 150 {
+	for n := range 60 {
 		files[fmt.Sprintf("d%03d.md", n)] = churnText(n, 1)
 	}
 	return writeDocs(tb, files), len(files)
@@ -169,15 +169,15 @@ func TestRebuildDamagedStore(t *testing.T) {
 		{"write-ahead log of another store", func(tb testing.TB, file string) {
 			// A store copied back from a backup beside the log of the
 			// store it replaced: SQLite reads the foreign log's pages.
-			other := writeDocs(tb, map[string]string{"x.md": strings.Repeat("# X\n\nunrelated words here\n\n", 400)})
+			other := writeDocs(tb, map[string]string{"x.md": strings.Repeat("# X\n\nunrelated words here\n\n", 40)})
 			oidx := openIndex(tb, other, Options{})
 			update(tb, oidx)
-			for n := range 50 {
-				writeFile(tb, other, fmt.Sprintf("y%02d.md", n), strings.Repeat("# Y\n\nmore unrelated words\n\n", 100))
+			for n := range 10 {
+				writeFile(tb, other, fmt.Sprintf("y%02d.md", n), strings.Repeat("# Y\n\nmore unrelated words\n\n", 20))
 			}
 			if _, err := oidx.UpdatePaths(tb.Context(), func() []string {
 				var names []string
-				for n := range 50 {
+				for n := range 10 {
 					names = append(names, fmt.Sprintf("y%02d.md", n))
 				}
 				return names
