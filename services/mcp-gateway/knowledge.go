@@ -78,6 +78,7 @@ func openIndexOf(cfg *config.Config, rebuild bool, log *slog.Logger) (*knowledge
 		Store:          k.Store,
 		Identity:       cfg.Identity,
 		MaxResultBytes: k.MaxResultBytes,
+		CheckInterval:  k.CheckEvery(),
 		Rebuild:        rebuild,
 		Logger:         log,
 	})

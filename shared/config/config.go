@@ -438,6 +438,24 @@ type Knowledge struct {
 	// [spec.DefaultMaxResultBytes]. Raise it for models with a large
 	// context; below [spec.MinMaxResultBytes] it is refused.
 	MaxResultBytes int `yaml:"max_result_bytes"`
+	// CheckInterval is how often a serving gateway reads its whole store
+	// for damage, rebuilding a damaged one from Directory; nil means
+	// [spec.DefaultCheckInterval] and 0 turns the periodic check off (the
+	// check at start and damage a search meets still rebuild). Below
+	// [spec.MinCheckInterval] it is refused.
+	CheckInterval *Duration `yaml:"check_interval"`
+}
+
+// CheckEvery returns knowledge.check_interval as the index takes it: 0
+// for the default, negative for off.
+func (k *Knowledge) CheckEvery() time.Duration {
+	switch {
+	case k.CheckInterval == nil:
+		return 0
+	case k.CheckInterval.Duration == 0:
+		return -1
+	}
+	return k.CheckInterval.Duration
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s",

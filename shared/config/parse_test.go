@@ -148,7 +148,7 @@ func TestParseUnknownKeys(t *testing.T) {
 			yaml:     "identity: ops\nknowledge:\n  dir: docs\n",
 			wantKey:  "knowledge.dir",
 			wantLine: 3,
-			wantMsg:  "keys here: directory",
+			wantMsg:  "keys here: check_interval, directory",
 		},
 	}
 	for _, tt := range tests {

@@ -402,6 +402,10 @@ func (v *validator) knowledge(k *Knowledge) {
 		v.fail("knowledge.max_result_bytes", fmt.Sprintf("knowledge.max_result_bytes must be at least %d, got %d: fix knowledge.max_result_bytes, or leave it out for %d",
 			spec.MinMaxResultBytes, k.MaxResultBytes, spec.DefaultMaxResultBytes))
 	}
+	if c := k.CheckInterval; c != nil && c.Duration != 0 && c.Duration < spec.MinCheckInterval {
+		v.fail("knowledge.check_interval", fmt.Sprintf("knowledge.check_interval must be at least %s, got %s: fix knowledge.check_interval, leave it out for %s, or set 0 to turn the periodic check off",
+			spec.MinCheckInterval, c.Duration, spec.DefaultCheckInterval))
+	}
 	if k.Store != "" && k.Directory != "" {
 		d, errD := filepath.Abs(k.Directory)
 		s, errS := filepath.Abs(k.Store)

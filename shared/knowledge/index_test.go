@@ -383,9 +383,6 @@ func TestStoreRefusals(t *testing.T) {
 		setup func(t *testing.T, store string)
 		want  string
 	}{
-		{"garbage file", func(t *testing.T, store string) {
-			writeFile(t, store, StoreFile, strings.Repeat("not a database ", 1000))
-		}, "not a readable SQLite database"},
 		{"foreign database", func(t *testing.T, store string) {
 			other, err := Open(Options{Directory: dir, Store: t.TempDir()})
 			if err != nil {

@@ -129,6 +129,8 @@ func queryTerms(text string) []string {
 // highlighted excerpts, and hits are cut so the answer stays within
 // knowledge.max_result_bytes.
 func (i *Index) Search(ctx context.Context, query string, topK int) (Results, error) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
 	switch {
 	case topK <= 0:
 		topK = DefaultTopK
@@ -692,7 +694,7 @@ type snapshot struct {
 }
 
 // snapshot begins a read transaction (deferred: it takes no write lock,
-// and a writer in WAL mode never blocks it).
+// and a writer in WAL mode never blocks it). The caller holds i.mu.
 func (i *Index) snapshot(ctx context.Context) (*snapshot, error) {
 	tx, err := i.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -773,6 +775,8 @@ type Section struct {
 // Section returns the section a citation names, or an error wrapping
 // [ErrNotFound] or [ErrBadCitation].
 func (i *Index) Section(ctx context.Context, citation string) (Section, error) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
 	name, ordinal, err := ParseCitation(citation)
 	if err != nil {
 		return Section{}, err
@@ -804,6 +808,8 @@ type Document struct {
 // DocumentText returns a document and its indexed text: its sections in
 // order, separated by blank lines.
 func (i *Index) DocumentText(ctx context.Context, name string) (Document, string, error) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
 	d := Document{Path: name}
 	var at int64
 	err := i.db.QueryRowContext(ctx, `SELECT title, sections, bytes, indexed_at FROM documents WHERE path = ?`, name).Scan(&d.Title, &d.Sections, &d.Bytes, &at)
@@ -851,6 +857,8 @@ type Listing struct {
 // 1..[PageSize]) whose path starts with prefix, in path order, after the
 // page cursor names (empty for the first page).
 func (i *Index) Enumerate(ctx context.Context, prefix, cursor string, limit int) (Listing, error) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
 	if limit <= 0 || limit > PageSize {
 		limit = PageSize
 	}
@@ -904,6 +912,8 @@ type Stats struct {
 
 // Stats counts the index.
 func (i *Index) Stats(ctx context.Context) (Stats, error) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
 	s := Stats{Directory: i.dir, Store: i.store}
 	if err := i.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM sections)`).Scan(&s.Documents, &s.Sections); err != nil {
 		return s, i.storeErr("reading the index", err)
@@ -920,7 +930,8 @@ func (i *Index) Stats(ctx context.Context) (Stats, error) {
 	return s, nil
 }
 
-// meta reads one meta value, "" when unset or unreadable.
+// meta reads one meta value, "" when unset or unreadable. The caller
+// holds i.mu.
 func (i *Index) meta(ctx context.Context, key string) string {
 	var v string
 	_ = i.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)

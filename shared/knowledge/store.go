@@ -3,9 +3,10 @@ package knowledge
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/fiskfleet/fiskfleet/shared/knowledge/spec"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/url"
@@ -14,6 +15,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/spec"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver: binaries stay CGO_ENABLED=0
 )
@@ -63,6 +67,11 @@ type Options struct {
 	// Logger receives the watcher's and updater's lines; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// CheckInterval is how often [Index.Run] reads the whole store for
+	// damage (knowledge.check_interval); 0 means [DefaultCheckInterval],
+	// a negative value turns the periodic check off (the check at start
+	// and damage met by a search still trigger a rebuild).
+	CheckInterval time.Duration
 
 	// ranking knobs, changed only by tests that pin what each one does.
 	tokenizer     string
@@ -89,10 +98,29 @@ func DefaultStore(identity string) (string, error) {
 type Index struct {
 	dir            string
 	store          string
-	db             *sql.DB
+	file           string // the database: store/StoreFile
 	log            *slog.Logger
 	maxResultBytes int
 	headingWeight  float64
+	opts           Options // what a rebuild opens its new database with
+
+	// mu guards db, stmts, opened and gen. Every use of the store holds
+	// it for reading; a rebuild that has to replace the file (one whose
+	// header is gone cannot be rewritten in place) holds it for writing
+	// while it swaps the connections, so no search reads a closed pool.
+	mu sync.RWMutex
+	db *sql.DB
+	// stmts holds the prepared statements of searches, by query text.
+	stmts *sync.Map
+	// opened identifies the file db opened, so a file replaced by
+	// another process sharing the store is noticed and reopened.
+	opened os.FileInfo
+	// gen counts rebuilds: damage reported by a search that read the
+	// store before the last rebuild finished is not damage of the
+	// rebuilt one.
+	gen uint64
+
+	health health
 
 	// building is true while the first update after start runs: searches
 	// still answer, and say the answer may be incomplete.
@@ -104,8 +132,6 @@ type Index struct {
 	// server can tell its results from a same-named tool's.
 	searchTool atomic.Pointer[any]
 
-	// stmts holds the prepared statements of searches, by query text.
-	stmts sync.Map
 	// counts are the section counts of common terms searches weigh by,
 	// for one version of the index (see [snapshot.weigh]).
 	counts struct {
@@ -117,10 +143,15 @@ type Index struct {
 }
 
 // Open opens (creating when absent) the index of opts.Directory at
-// opts.Store. It refuses a store inside the directory, and a store file
-// that is not a fiskfleet knowledge index or is corrupt, naming
-// knowledge.store and [RebuildCommand]. It does not index anything: call
-// [Index.Update] or [Index.Run].
+// opts.Store. It refuses a store inside the directory, and an SQLite
+// database that is not a fiskfleet knowledge index or was built by
+// another schema version, naming knowledge.store and [RebuildCommand]: a
+// file that may be someone else's is never overwritten. A store file that
+// SQLite cannot read at all (a damaged header, or not a database) is
+// opened damaged instead: searches answer [ErrUnavailable] and
+// [Index.Run] rebuilds it from the directory. With opts.Rebuild it is
+// replaced at once. Open does not index anything: call [Index.Update] or
+// [Index.Run].
 func Open(opts Options) (*Index, error) {
 	dir, err := checkDirectory(opts.Directory)
 	if err != nil {
@@ -145,7 +176,12 @@ func Open(opts Options) (*Index, error) {
 		return nil, fmt.Errorf("%w: knowledge.store %s: %w", ErrStore, store, err)
 	}
 	file := filepath.Join(store, StoreFile)
+	removeStaleRebuilds(file)
 	idx, err := openFile(file, store, opts)
+	if err == nil && opts.Rebuild && idx.Damaged() {
+		idx.Close()
+		err = idx.refuse("not a readable SQLite database", idx.health.damage)
+	}
 	if err != nil && opts.Rebuild && errors.Is(err, ErrStore) {
 		// Corrupt or not ours: the operator asked for a rebuild, so the
 		// file is replaced rather than repaired.
@@ -163,17 +199,9 @@ func Open(opts Options) (*Index, error) {
 	return idx, nil
 }
 
-// openFile opens the database at file, creating it 0600, and checks it.
-func openFile(file, store string, opts Options) (*Index, error) {
-	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("%w: knowledge.store %s: %w", ErrStore, store, err)
-	}
-	f.Close()
-	if err := os.Chmod(file, 0o600); err != nil {
-		return nil, fmt.Errorf("%w: knowledge.store %s: %w", ErrStore, store, err)
-	}
-
+// openDB opens the connection pool of the database at file. SQLite opens
+// lazily: nothing is read until the first statement.
+func openDB(file string) (*sql.DB, error) {
 	dsn := (&url.URL{Scheme: "file", OmitHost: true, Path: file}).String() + "?" + url.Values{
 		"_pragma": {
 			fmt.Sprintf("busy_timeout(%d)", busyTimeoutMS),
@@ -189,17 +217,39 @@ func openFile(file, store string, opts Options) (*Index, error) {
 		// both hold a read lock and deadlock upgrading it.
 		"_txlock": {"immediate"},
 	}.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	return sql.Open("sqlite", dsn)
+}
+
+// openFile opens the database at file, creating it 0600, and checks it.
+func openFile(file, store string, opts Options) (*Index, error) {
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%w: knowledge.store %s: %w", ErrStore, store, err)
+	}
+	opened, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%w: knowledge.store %s: %w", ErrStore, store, err)
+	}
+	if err := os.Chmod(file, 0o600); err != nil {
+		return nil, fmt.Errorf("%w: knowledge.store %s: %w", ErrStore, store, err)
+	}
+	db, err := openDB(file)
 	if err != nil {
 		return nil, fmt.Errorf("%w: knowledge.store %s: %w", ErrStore, store, err)
 	}
 	idx := &Index{
 		store:          store,
+		file:           file,
 		db:             db,
+		stmts:          &sync.Map{},
+		opened:         opened,
 		log:            opts.Logger,
 		maxResultBytes: opts.MaxResultBytes,
 		headingWeight:  opts.headingWeight,
+		opts:           opts,
 	}
+	idx.health.repair = make(chan struct{}, 1)
 	if idx.log == nil {
 		idx.log = slog.Default()
 	}
@@ -213,7 +263,13 @@ func openFile(file, store string, opts Options) (*Index, error) {
 	if tokenizer == "" {
 		tokenizer = "porter unicode61 remove_diacritics 2"
 	}
+	idx.opts.tokenizer = tokenizer
 	if err := idx.prepare(context.Background(), tokenizer, opts.Rebuild); err != nil {
+		if damage := asDamage(err); damage != nil {
+			// Unreadable: opened damaged, for Run to rebuild.
+			idx.health.damage = damage
+			return idx, nil
+		}
 		db.Close()
 		return nil, err
 	}
@@ -291,6 +347,7 @@ func (i *Index) prepare(ctx context.Context, tokenizer string, rebuild bool) err
 	if err := i.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return i.refuse("not a readable SQLite database", err)
 	}
+
 	if id == 0 {
 		var tables int
 		if err := i.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&tables); err != nil {
@@ -325,15 +382,59 @@ func (i *Index) prepare(ctx context.Context, tokenizer string, rebuild bool) err
 // update. A damaged page a search or update meets before then fails it
 // with the same error.
 func (i *Index) Check(ctx context.Context) error {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return i.check(ctx)
+}
+
+// check is [Index.Check] under i.mu. An error that is damage satisfies
+// [asDamage].
+func (i *Index) check(ctx context.Context) error {
+	// A running SQLite keeps page 1 in its cache while nothing writes,
+	// so damage to the header is read from the file itself.
+	if err := checkHeader(i.file); err != nil {
+		return i.refuse("the index is corrupt", err)
+	}
 	var ok string
 	if err := i.db.QueryRowContext(ctx, "PRAGMA quick_check(1)").Scan(&ok); err != nil || ok != "ok" {
-		if err == nil {
-			err = errors.New(ok)
-		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if err == nil {
+			// The check ran and found damage: its report is the cause.
+			err = &damageError{report: ok}
+		} else if !isDamage(err) {
+			// Busy or out of memory: not a finding about the store.
+			return fmt.Errorf("checking knowledge.store %s: %w", i.store, err)
+		}
 		return i.refuse("the index is corrupt", err)
+	}
+	return nil
+}
+
+// sqliteMagic opens every SQLite database file.
+const sqliteMagic = "SQLite format 3\x00"
+
+// checkHeader reads the file's header: SQLite's magic and, in a store
+// that holds anything, our application id (bytes 68-71, big-endian).
+func checkHeader(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var h [100]byte
+	n, err := io.ReadFull(f, h[:])
+	switch {
+	case n == 0:
+		return nil // empty: a store not yet created
+	case err != nil:
+		return &damageError{report: fmt.Sprintf("header: the file is %d bytes, shorter than an SQLite header", n)}
+	case string(h[:len(sqliteMagic)]) != sqliteMagic:
+		return &damageError{report: "header: no SQLite signature"}
+	}
+	if id := binary.BigEndian.Uint32(h[68:72]); id != applicationID && id != 0 {
+		return &damageError{report: fmt.Sprintf("header: application id %#x", id)}
 	}
 	return nil
 }
@@ -427,9 +528,16 @@ func (i *Index) Store() string { return i.store }
 
 // Close closes the database. Searches and updates after Close fail.
 func (i *Index) Close() error {
-	i.stmts.Range(func(_, s any) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return closeDB(i.db, i.stmts)
+}
+
+// closeDB closes a pool and the statements prepared on it.
+func closeDB(db *sql.DB, stmts *sync.Map) error {
+	stmts.Range(func(_, s any) bool {
 		s.(*sql.Stmt).Close()
 		return true
 	})
-	return i.db.Close()
+	return db.Close()
 }

@@ -149,6 +149,10 @@ func (i *Index) callSearch(ctx context.Context, req tool.Request) (tool.Outcome,
 		topK = int(f)
 	}
 	res, err := i.Search(ctx, query, topK)
+	if errors.Is(err, ErrUnavailable) {
+		// The store's state, not a failed call: told in-band, plainly.
+		return tool.Failure(SearchTool + ": " + err.Error()), nil
+	}
 	if err != nil {
 		return tool.Outcome{}, err
 	}
@@ -171,6 +175,9 @@ func (i *Index) callEnumerate(ctx context.Context, req tool.Request) (tool.Outco
 	res, err := i.Enumerate(ctx, prefix, cursor, PageSize)
 	if errors.Is(err, ErrBadCursor) {
 		return tool.Failure(EnumerateTool + ": " + err.Error() + ": pass next_cursor from the previous page, or leave cursor out"), nil
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return tool.Failure(EnumerateTool + ": " + err.Error()), nil
 	}
 	if err != nil {
 		return tool.Outcome{}, err

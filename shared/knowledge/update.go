@@ -60,6 +60,8 @@ type stored struct {
 func (i *Index) Update(ctx context.Context, progress Progress) (Changes, error) {
 	i.writeMu.Lock()
 	defer i.writeMu.Unlock()
+	i.mu.RLock()
+	defer i.mu.RUnlock()
 	root, err := os.OpenRoot(i.dir)
 	if err != nil {
 		return Changes{}, fmt.Errorf("%w: %w", ErrNoDirectory, err)
@@ -120,6 +122,8 @@ func (i *Index) Update(ctx context.Context, progress Progress) (Changes, error) 
 func (i *Index) UpdatePaths(ctx context.Context, names []string) (Changes, error) {
 	i.writeMu.Lock()
 	defer i.writeMu.Unlock()
+	i.mu.RLock()
+	defer i.mu.RUnlock()
 	root, err := os.OpenRoot(i.dir)
 	if err != nil {
 		return Changes{}, fmt.Errorf("%w: %w", ErrNoDirectory, err)
@@ -199,15 +203,15 @@ func (i *Index) queryStored(ctx context.Context, query string, args ...any) (map
 	return out, nil
 }
 
-// storeErr wraps an SQLite error. Corruption is refused with the rebuild
-// command; anything else (a full disk, a busy store) keeps its cause.
+// storeErr wraps an SQLite error. Damage is recorded (a running index
+// rebuilds the store) and answered with [ErrUnavailable]'s plain message;
+// anything else (a full disk, a busy store) keeps its cause.
 func (i *Index) storeErr(doing string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", doing, err)
 	}
-	msg := err.Error()
-	if strings.Contains(msg, "malformed") || strings.Contains(msg, "not a database") || strings.Contains(msg, "no such table") {
-		return i.refuse("the index is corrupt", err)
+	if isDamage(err) {
+		return i.damaged(err)
 	}
 	return fmt.Errorf("%s in knowledge.store %s: %w", doing, i.store, err)
 }

@@ -28,10 +28,18 @@ const (
 // updates the files they name. While the first update runs,
 // [Index.Building] is true and searches answer with what is indexed so far.
 // onChange, when set, is called after every update that changed something
-// (the first one included). Run returns nil when ctx ends, or an error if
-// the watcher cannot start or the store is damaged ([Index.Check], run
-// before the first update); update failures are logged and retried on the
-// next event.
+// (the first one and rebuilds included).
+//
+// Run keeps the store sound: it checks it before the first update and
+// every Options.CheckInterval after ([Index.Check], in the background),
+// and a store found damaged, by a check or by a search or update meeting
+// a damaged page, is rebuilt from the directory (see [Index.rebuild]).
+// Meanwhile searches answer from the damaged store where it still
+// answers, and otherwise say it is being rebuilt ([ErrUnavailable]). A
+// rebuild that fails is logged and tried again at the next check.
+//
+// Run returns nil when ctx ends, or an error if the watcher cannot start;
+// update failures are logged and retried on the next event.
 func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 	i.building.Store(true)
 	w, err := fsnotify.NewWatcher()
@@ -40,25 +48,41 @@ func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 		return err
 	}
 	defer w.Close()
+	i.health.running.Store(true)
+	defer i.health.running.Store(false)
 	// Watch first, then build, so an edit made during the build is seen.
 	i.watchTree(w, i.dir)
 
 	start := time.Now()
-	if err := i.Check(ctx); err != nil {
+	err = i.Check(ctx)
+	if ctx.Err() != nil {
 		i.building.Store(false)
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
+		return nil
 	}
-	ch, err := i.Update(ctx, nil)
-	i.building.Store(false)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	if damage := asDamage(err); damage != nil {
+		i.health.mu.Lock()
+		if i.health.damage == nil {
+			i.health.damage = damage
 		}
-		i.log.Error("building the knowledge index", "directory", i.dir, "store", i.store, "error", err)
+		i.health.mu.Unlock()
+	} else if err != nil {
+		i.log.Warn("checking the knowledge store", "store", i.file, "error", err)
+	}
+	var ch Changes
+	if i.Damaged() {
+		ch, err = i.rebuild(ctx)
 	} else {
+		ch, err = i.Update(ctx, nil)
+	}
+	i.building.Store(false)
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil && i.Damaged():
+		// rebuild logged it; the checks try again.
+	case err != nil:
+		i.log.Error("building the knowledge index", "directory", i.dir, "store", i.store, "error", err)
+	default:
 		i.log.Info("knowledge index ready", "directory", i.dir, "store", i.store,
 			"added", len(ch.Added), "changed", len(ch.Changed), "removed", len(ch.Removed), "unchanged", ch.Unchanged,
 			"duration", time.Since(start).Round(time.Millisecond))
@@ -69,6 +93,11 @@ func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 			onChange(ch)
 		}
 	}
+	if every := i.checkEvery(); every > 0 {
+		checks, stop := context.WithCancel(ctx)
+		defer stop()
+		go i.checkLoop(checks, every)
+	}
 
 	pending := map[string]bool{}
 	full := false
@@ -78,6 +107,17 @@ func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-i.health.repair:
+			// Events that arrive meanwhile wait in the watcher and are
+			// applied after: the rebuild may have read those files
+			// before they changed.
+			ch, err := i.rebuild(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err == nil && onChange != nil && !ch.Empty() {
+				onChange(ch)
+			}
 		case ev, ok := <-w.Events:
 			if !ok {
 				return nil
@@ -136,7 +176,11 @@ func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				i.log.Error("updating the knowledge index", "directory", i.dir, "error", err)
+				if !errors.Is(err, ErrUnavailable) {
+					// Damage is logged once where it was found, and
+					// the rebuild it asked for covers these files.
+					i.log.Error("updating the knowledge index", "directory", i.dir, "error", err)
+				}
 				continue
 			}
 			if !ch.Empty() {

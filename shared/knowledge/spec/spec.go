@@ -5,6 +5,8 @@
 // all, and carry them in its memory, to check two names and a number.
 package spec
 
+import "time"
+
 // Names of the knowledge built-ins, as listed in expose.agent.mcp.builtins.
 const (
 	SearchTool    = "knowledge_search"
@@ -24,4 +26,17 @@ const (
 	// MinMaxResultBytes is the smallest knowledge.max_result_bytes accepted:
 	// below it not even one excerpt fits.
 	MinMaxResultBytes = 1024
+)
+
+const (
+	// DefaultCheckInterval is how often a serving gateway reads its whole
+	// knowledge store for damage when knowledge.check_interval is not set.
+	// A check reads every page (about a second for a store of a hundred
+	// thousand sections), so it is not run often; damage a search meets is
+	// acted on at once whatever the interval.
+	DefaultCheckInterval = 10 * time.Minute
+	// MinCheckInterval is the shortest knowledge.check_interval accepted:
+	// a check of a large store takes seconds, and a shorter interval would
+	// spend the machine on checking.
+	MinCheckInterval = time.Second
 )

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -115,7 +116,7 @@ func (s *Server) registerResources() {
 			}
 			sec, err := idx.Section(ctx, citation)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %w", server.ErrResourceNotFound, err)
+				return nil, resourceErr(err)
 			}
 			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: mimeType(sec.Document), Text: sec.Text}}, nil
 		})
@@ -160,7 +161,7 @@ func (s *Server) RefreshResources(ctx context.Context) error {
 			Handler: func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 				_, text, err := idx.DocumentText(ctx, name)
 				if err != nil {
-					return nil, fmt.Errorf("%w: %w", server.ErrResourceNotFound, err)
+					return nil, resourceErr(err)
 				}
 				return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: mimeType(name), Text: text}}, nil
 			},
@@ -174,6 +175,16 @@ func (s *Server) RefreshResources(ctx context.Context) error {
 	s.res.key = key
 	s.mcp.SetResources(list...)
 	return nil
+}
+
+// resourceErr is the error of a resource read that failed: not found,
+// unless the index is unavailable (damaged, or being rebuilt), which the
+// client is told plainly, since the resource may well exist.
+func resourceErr(err error) error {
+	if errors.Is(err, knowledge.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", server.ErrResourceNotFound, err)
 }
 
 // resourceLinks returns resource_link items for the sections of a
