@@ -103,7 +103,10 @@ func (s *Server) handleTool(r *natsbus.Request) {
 	go func() {
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()
+		ctx, _, untrack := s.track(ctx, req)
+		defer untrack()
 		reply, rec := s.call(ctx, t, req, nil)
+		reply, rec = canceledUnary(ctx, t, reply, rec)
 		s.answer(r, req, reply)
 		// Recorded and logged once the reply is sent, so the caller never
 		// waits on the trail or the log sink (a slow stderr reader, a
@@ -112,6 +115,21 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		endRequest(span, t.Name(), &rec, "")
 		s.logCall(rec)
 	}()
+}
+
+// canceledUnary turns the answer to a unary call its caller canceled
+// (through the shared control subject) and that did not run to its end
+// into the reply and record that say so. A call that finished anyway
+// keeps its result.
+func canceledUnary(ctx context.Context, t tool.Tool, reply *a2a.ToolReply, rec callRecord) (*a2a.ToolReply, callRecord) {
+	cause := context.Cause(ctx)
+	if rec.ran || !errors.Is(cause, errCanceledByCaller) {
+		return reply, rec
+	}
+	msg := canceledOutput("", t.Name(), cause)
+	rec.outcome, rec.ran = "canceled", false
+	rec.result, rec.class, rec.message = audit.ResultCanceled, classCanceled, msg
+	return &a2a.ToolReply{IsError: true, Output: msg}, rec
 }
 
 // refuseStopping answers a call that arrives once Stop has begun.
