@@ -116,7 +116,9 @@ func (c *Client) CallToolCancelable(ctx context.Context, identity, name string, 
 		case cancelErr != nil:
 			return nil, fmt.Errorf("%w; %w", ctxErr, cancelErr)
 		case err != nil:
-			return nil, fmt.Errorf("%w: no reply from %s within %s of the cancel: %w", ctxErr, identity, grace, err)
+			// The caller gave up; what the wait for the canceled reply
+			// ran into is detail, not the agent being unavailable.
+			return nil, fmt.Errorf("%w: no reply from %s within %s of the cancel (%v)", ctxErr, identity, grace, err)
 		}
 		return reply, ctxErr
 	}
