@@ -8,7 +8,7 @@
 // honours the cancel of a unary call ([a2a.ProtocolCallCancel]); it is
 // streamed otherwise. Either way a call whose context ends (the MCP
 // client's cancel, its connection lost, the gateway's tool_timeout) sends
-// the agent a cancel, and answers at most [cancelGrace] later.
+// the agent a cancel, and answers at most a second (cancelGrace) later.
 package remotetools
 
 import (
