@@ -118,12 +118,13 @@ func (s *Server) handleTool(r *natsbus.Request) {
 }
 
 // canceledUnary turns the answer to a unary call its caller canceled
-// (through the shared control subject) and that did not run to its end
-// into the reply and record that say so. A call that finished anyway
-// keeps its result.
+// (through the shared control subject), and that was interrupted by it,
+// into the reply and record that say so. A call that finished before the
+// cancel took hold keeps its result.
 func canceledUnary(ctx context.Context, t tool.Tool, reply *a2a.ToolReply, rec callRecord) (*a2a.ToolReply, callRecord) {
 	cause := context.Cause(ctx)
-	if rec.ran || !errors.Is(cause, errCanceledByCaller) {
+	// call classes a run its context interrupted as stopping.
+	if rec.class != classStopping || !errors.Is(cause, errCanceledByCaller) {
 		return reply, rec
 	}
 	msg := canceledOutput("", t.Name(), cause)
