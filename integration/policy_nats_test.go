@@ -247,14 +247,16 @@ func TestPolicyRoleNATSPermissions(t *testing.T) {
 			}
 		})
 	}
-	if got := natstest.EndpointRequests(t, admin, "demo", "stream"); got < len(policyEras) {
-		t.Errorf("demo's stream endpoint: got %d requests, want at least %d (one echo per era)", got, len(policyEras))
+	if got := natstest.EndpointRequests(t, admin, "demo", "tool"); got < len(policyEras) {
+		t.Errorf("demo's tool endpoint: got %d requests, want at least %d (one unary echo per era)", got, len(policyEras))
 	}
 	// The operator can see why: the gateway logs the server's refusal of
 	// the role connection's publish.
 	violation := `Permissions Violation for Publish to`
 	fisktest.WaitFor(t, fleettest.ReadyTimeout, "the gateway to log the permissions violation", func() bool {
-		return strings.Contains(gw.Stderr(), violation) && strings.Contains(gw.Stderr(), natsbus.StreamSubject("secret"))
+		// A call without a progressToken goes unary: its publish to
+		// the tool subject is what the server refuses.
+		return strings.Contains(gw.Stderr(), violation) && strings.Contains(gw.Stderr(), natsbus.ToolSubject("secret"))
 	})
 	// The same call from a role without a nats_context of its own goes
 	// through the gateway's context, user gateway, and runs.
@@ -304,7 +306,7 @@ func TestPolicyRoleNATSPermissions(t *testing.T) {
 	// The users of the example cover every subject fiskfleet uses: the
 	// only violations are the role's refused calls of secret.
 	for _, line := range strings.Split(gw.Stderr(), "\n") {
-		if strings.Contains(line, "Permissions Violation") && !(strings.Contains(line, "context=ops") && strings.Contains(line, natsbus.StreamSubject("secret"))) {
+		if strings.Contains(line, "Permissions Violation") && !(strings.Contains(line, "context=ops") && strings.Contains(line, natsbus.ToolSubject("secret"))) {
 			t.Errorf("gateway: got %q, want no permissions violation but the role's publish to secret", line)
 		}
 	}

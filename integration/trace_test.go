@@ -100,11 +100,12 @@ func startTracedFleet(tb testing.TB, agentEnv, gatewayEnv []string, headers map[
 // (exporting over http/protobuf) continues the client's span, its remote
 // call span is the parent the agent (exporting over grpc) continues from
 // the NATS headers, and the agent's slot wait and command run hang under
-// its request span. The stream request on the bus carries the traceparent
-// in its headers, its body is schema-valid v1 with no trace field, and no
-// span attribute holds the call's argument or output. The client here is
-// the test, with a span of its own: first in the HTTP header, then in the
-// request's _meta.
+// its request span. The request on the bus carries the traceparent in its
+// headers, its body is schema-valid v1 with no trace field, and no span
+// attribute holds the call's argument or output. The client here is the
+// test, with a span of its own: first in the HTTP header, on a call
+// without a progressToken (a unary A2A call, "a2a tool"), then in the
+// request's _meta, on a call with one (a streamed call, "a2a stream").
 func TestTraceAcrossFleet(t *testing.T) {
 	t.Parallel()
 	rcv := tracingtest.Start(t)
@@ -153,7 +154,8 @@ func TestTraceAcrossFleet(t *testing.T) {
 		req.Params.Arguments = map[string]any{"message": secret}
 		if tc.meta {
 			ctx := trace.ContextWithSpan(t.Context(), span)
-			req.Params.Meta = &mcp.Meta{AdditionalFields: tracing.InjectMeta(ctx, nil)}
+			// With a progressToken, so the remote call streams.
+			req.Params.Meta = &mcp.Meta{ProgressToken: "trace-progress", AdditionalFields: tracing.InjectMeta(ctx, nil)}
 		}
 		res, err := c.CallTool(t.Context(), req)
 		span.End()
@@ -168,8 +170,12 @@ func TestTraceAcrossFleet(t *testing.T) {
 
 		// The request as the bus carried it.
 		msg, sent := nextRequest(t, msgs, "echo")
-		if msg.Subject != natsbus.StreamSubject("demo") {
-			t.Errorf("%s: got the call on %s, want the stream subject", tc.name, msg.Subject)
+		subject, servedName := natsbus.ToolSubject("demo"), "a2a tool"
+		if tc.meta {
+			subject, servedName = natsbus.StreamSubject("demo"), "a2a stream"
+		}
+		if msg.Subject != subject {
+			t.Errorf("%s: got the call on %s, want %s", tc.name, msg.Subject, subject)
 		}
 		tp := msg.Header.Get(tracing.TraceParent)
 		if !strings.HasPrefix(tp, "00-"+traceID+"-") {
@@ -193,7 +199,7 @@ func TestTraceAcrossFleet(t *testing.T) {
 					names[sp.Name] = true
 				}
 			}
-			return names["tools/call demo_echo"] && names["remote call"] && names["a2a stream"] && names["slot wait"] && names["command run"]
+			return names["tools/call demo_echo"] && names["remote call"] && names[servedName] && names["slot wait"] && names["command run"]
 		})
 		got := map[string]tracingtest.Span{}
 		for _, sp := range spans {
@@ -210,7 +216,7 @@ func TestTraceAcrossFleet(t *testing.T) {
 				}
 			}
 		}
-		call, remote, served := got["tools/call demo_echo"], got["remote call"], got["a2a stream"]
+		call, remote, served := got["tools/call demo_echo"], got["remote call"], got[servedName]
 		links := []struct {
 			child, parent string
 			childSpan     tracingtest.Span
@@ -220,9 +226,9 @@ func TestTraceAcrossFleet(t *testing.T) {
 		}{
 			{"tools/call demo_echo", "the client", call, span.SpanContext().SpanID().String(), "fleet-gateway", "http/protobuf"},
 			{"remote call", "tools/call", remote, call.SpanID, "fleet-gateway", "http/protobuf"},
-			{"a2a stream", "remote call", served, remote.SpanID, "fleet-agent", "grpc"},
-			{"slot wait", "a2a stream", got["slot wait"], served.SpanID, "fleet-agent", "grpc"},
-			{"command run", "a2a stream", got["command run"], served.SpanID, "fleet-agent", "grpc"},
+			{servedName, "remote call", served, remote.SpanID, "fleet-agent", "grpc"},
+			{"slot wait", servedName, got["slot wait"], served.SpanID, "fleet-agent", "grpc"},
+			{"command run", servedName, got["command run"], served.SpanID, "fleet-agent", "grpc"},
 		}
 		for _, l := range links {
 			if l.childSpan.ParentID != l.parentID {
@@ -238,7 +244,12 @@ func TestTraceAcrossFleet(t *testing.T) {
 		wantAttrs := map[string]map[string]string{
 			"tools/call demo_echo": {"fiskfleet.identity": "gw", "fiskfleet.tool": "demo_echo", "fiskfleet.outcome": "ok", "fiskfleet.exit_code": "0", "mcp.method.name": "tools/call"},
 			"remote call":          {"fiskfleet.remote.host": "demo", "fiskfleet.outcome": "ok"},
-			"a2a stream":           {"fiskfleet.identity": "demo", "fiskfleet.tool": "echo", "fiskfleet.outcome": "ok", "fiskfleet.exit_code": "0", "fiskfleet.stream": "true"},
+			servedName:             {"fiskfleet.identity": "demo", "fiskfleet.tool": "echo", "fiskfleet.outcome": "ok", "fiskfleet.exit_code": "0"},
+		}
+		if tc.meta {
+			wantAttrs[servedName]["fiskfleet.stream"] = "true"
+		} else if v, ok := served.Attrs["fiskfleet.stream"]; ok {
+			t.Errorf("%s: %s attribute fiskfleet.stream: got %q, want none on a unary call", tc.name, servedName, v)
 		}
 		for name, want := range wantAttrs {
 			for k, v := range want {

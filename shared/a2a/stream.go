@@ -93,6 +93,9 @@ func (c *Client) StreamTool(ctx context.Context, identity, name string, input js
 		return reply, err
 	}
 	req := NewToolRequest(c.self, identity, name, input)
+	// A cancel is checked by the stream's request id (and the sender's
+	// name): an id nobody can guess.
+	secretRequestID(req)
 	data, err := Encode(req)
 	if err != nil {
 		return nil, fmt.Errorf("encoding stream request: %w", err)

@@ -1,6 +1,14 @@
 // Package remotetools imports the tools of A2A agents on the bus as local
 // tools: deterministic naming across every host, strict import for serving,
 // lenient import for info, and the remote tool whose call goes over NATS.
+//
+// A remote call is unary (one request, one reply) when it wants no output
+// while it runs, is not made for an MCP task ([WithStreamed]), is not of a
+// tool its agent gates behind an operator's approval, and the agent
+// honours the cancel of a unary call ([a2a.ProtocolCallCancel]); it is
+// streamed otherwise. Either way a call whose context ends (the MCP
+// client's cancel, its connection lost, the gateway's tool_timeout) sends
+// the agent a cancel, and answers at most a second (cancelGrace) later.
 package remotetools
 
 import (

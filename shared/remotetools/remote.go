@@ -35,6 +35,34 @@ type Streamer interface {
 	StreamTool(ctx context.Context, identity, name string, input json.RawMessage, onOutput func(string)) (*a2a.ToolReply, error)
 }
 
+// Canceler is the optional side of a [Caller] that makes unary calls its
+// caller can stop; *a2a.Client is one. A remote call that wants no output
+// while it runs goes unary to an agent that honours the cancel of a unary
+// call ([a2a.ProtocolCallCancel]): one request and one reply, where a
+// stream costs an ack, events and a final reply. Its context ending sends
+// the cancel, as it does for a stream.
+type Canceler interface {
+	CancelsCalls(ctx context.Context, identity string) (bool, error)
+	CallToolCancelable(ctx context.Context, identity, name string, input json.RawMessage, grace time.Duration) (*a2a.ToolReply, error)
+}
+
+type streamedKey struct{}
+
+// WithStreamed returns ctx whose remote tool calls take the streamed path
+// even when they want no output while they run. The gateway uses it for
+// MCP tasks: a task may run long, detached from its request, and a stream
+// is what lets the agent find its caller gone (the gateway that ran it
+// stopped) and stop the command, where a unary call runs on to the
+// agent's tool_timeout.
+func WithStreamed(ctx context.Context) context.Context {
+	return context.WithValue(ctx, streamedKey{}, true)
+}
+
+func streamed(ctx context.Context) bool {
+	v, _ := ctx.Value(streamedKey{}).(bool)
+	return v
+}
+
 type callerKey struct{}
 
 // WithCaller returns ctx whose remote tool calls go through c instead of
@@ -80,6 +108,9 @@ func splitTags(desc string) (string, []string) {
 // into the same CommandResult JSON a local command gives.
 func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 	desc, tags := splitTags(n.Tool.Description)
+	// A tool the agent gates behind an operator's approval stays streamed
+	// (see call).
+	gated := strings.Contains(n.Tool.Description, a2a.ApprovalNote)
 	title := strings.ReplaceAll(n.Remote, "_", " ") + " (" + n.Host + ")"
 	return tool.NewFunc(tool.FuncSpec{
 		Name:         n.Local,
@@ -91,7 +122,7 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 		Confirmation: tool.ConfirmNone,
 		Remote:       true,
 		Call: func(ctx context.Context, req tool.Request) (tool.Outcome, error) {
-			reply, err := call(ctx, callerFor(ctx, c), n, req)
+			reply, err := call(ctx, callerFor(ctx, c), n, req, gated)
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
 				// The gateway's span of this call: which host, and
 				// which of its instances answered.
@@ -122,9 +153,30 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 	})
 }
 
-// call makes one remote call: streamed when c can, handing output to
-// req.Output as it arrives, else unary.
-func call(ctx context.Context, c Caller, n Named, req tool.Request) (*a2a.ToolReply, error) {
+// call makes one remote call. It goes unary, one request and one reply,
+// when the call wants no output while it runs (no req.Output: the MCP
+// client sent no progressToken), is not made for an MCP task
+// ([WithStreamed]), is not of a tool the agent gates behind an operator's
+// approval (gated), and the agent honours the cancel of a unary call.
+// Otherwise it is streamed when c can stream, handing output to
+// req.Output as it arrives, and unary as a last resort.
+//
+// Gated tools stay streamed because the wait for an operator may be long:
+// a stream's status events say the call waits, and its liveness probes
+// let the agent withdraw the approval request once the gateway is gone,
+// so that nobody approves a command whose result nobody will read.
+func call(ctx context.Context, c Caller, n Named, req tool.Request, gated bool) (*a2a.ToolReply, error) {
+	if cc, ok := c.(Canceler); ok && req.Output == nil && !gated && !streamed(ctx) {
+		cancels, err := cc.CancelsCalls(ctx, n.Host)
+		if err != nil {
+			return nil, err
+		}
+		if cancels {
+			// The client waits for the canceled reply itself, at most
+			// cancelGrace once ctx has ended.
+			return cc.CallToolCancelable(ctx, n.Host, n.Remote, req.Input, cancelGrace)
+		}
+	}
 	s, ok := c.(Streamer)
 	if !ok {
 		return c.CallTool(ctx, n.Host, n.Remote, req.Input)

@@ -39,8 +39,9 @@ func (f *streamingFleet) StreamTool(ctx context.Context, identity, name string, 
 
 // TestRemoteToolStreams checks the streamed path of a remote tool: output
 // reaches the request's writer as it comes, the result is the final reply
-// alone, a call without a writer still streams (so a cancel can reach the
-// agent), and an ended context reaches the stream.
+// alone, a call without a writer still streams when the caller cannot
+// make a cancelable unary call (so a cancel can reach the agent), and an
+// ended context reaches the stream.
 func TestRemoteToolStreams(t *testing.T) {
 	base := &fleet{cards: map[string][]a2a.ToolDescriptor{"demo": desc("ticker")}}
 	base.reply = func(string, string, json.RawMessage) (*a2a.ToolReply, error) {

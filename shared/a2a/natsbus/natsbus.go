@@ -19,6 +19,15 @@
 // one wildcard inbox subscription, which answers a probe for a stream no
 // longer open with that same no-responders status. The caller, for its part,
 // treats three heartbeat intervals with no message as a dead instance.
+//
+// A unary call (one request on the tool subject, one reply) says nothing
+// of the instance that runs it, so its cancel goes to every process of the
+// identity at once: choria.fisk-ai.control.<identity>.@all, a subject each
+// process subscribes without a queue group ([CallControlSubject]). The
+// process running the call whose request id the cancel names stops it and
+// answers the call with a reply that says so; the others ignore it. An
+// agent that honours this lists [a2a.ProtocolCallCancel] in its card.
+// Nothing is published for a call that is not canceled.
 package natsbus
 
 import (

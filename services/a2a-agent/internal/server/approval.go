@@ -17,8 +17,9 @@ import (
 )
 
 // approvalNote ends the card description of a gated tool, so a calling
-// agent (or its model) knows the call waits for a human.
-const approvalNote = "Needs an operator's approval: the call waits until an operator approves or denies it (a2a-agent approvals), or the approval times out, which denies it."
+// agent (or its model) knows the call waits for a human, and a gateway
+// keeps its calls streamed.
+const approvalNote = a2a.ApprovalNote
 
 // classApproval is the error class of a gated call that was not approved.
 const classApproval = "approval_denied"
@@ -121,6 +122,10 @@ func (s *Server) waitSlot(ctx context.Context) bool {
 // stopping withdraws its request.
 func (s *Server) serveGated(ctx context.Context, r *natsbus.Request, req *a2a.ToolRequest, t tool.Tool, arrived time.Time, span trace.Span) {
 	defer s.inflight.Done()
+	// A cancel withdraws the request while it waits, and stops the run
+	// once approved.
+	ctx, _, untrack := s.track(ctx, req)
+	defer untrack()
 	run, refusal, rec := s.approve(ctx, t, req, nil)
 	if run && !s.waitSlot(ctx) {
 		run, refusal = false, s.stoppingReply().Output
@@ -135,6 +140,7 @@ func (s *Server) serveGated(ctx context.Context, r *natsbus.Request, req *a2a.To
 	}
 	defer func() { <-s.sem }()
 	reply, ran := s.call(ctx, t, req, nil)
+	reply, ran = canceledUnary(ctx, t, reply, ran)
 	ran.gate, ran.approver = rec.gate, rec.approver
 	s.answer(r, req, reply, span)
 	s.audit(audit.SurfaceA2A, req, t, ran, arrived, span)

@@ -104,7 +104,10 @@ func (s *Server) handleTool(r *natsbus.Request) {
 	go func() {
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()
+		ctx, _, untrack := s.track(ctx, req)
+		defer untrack()
 		reply, rec := s.call(ctx, t, req, nil)
+		reply, rec = canceledUnary(ctx, t, reply, rec)
 		s.answer(r, req, reply, span)
 		// Recorded and logged once the reply is sent, so the caller never
 		// waits on the trail or the log sink (a slow stderr reader, a
@@ -113,6 +116,22 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		endRequest(span, t.Name(), &rec, "")
 		s.logCall(rec)
 	}()
+}
+
+// canceledUnary turns the answer to a unary call its caller canceled
+// (through the shared control subject), and that was interrupted by it,
+// into the reply and record that say so. A call that finished before the
+// cancel took hold keeps its result.
+func canceledUnary(ctx context.Context, t tool.Tool, reply *a2a.ToolReply, rec callRecord) (*a2a.ToolReply, callRecord) {
+	cause := context.Cause(ctx)
+	// call classes a run its context interrupted as stopping.
+	if rec.class != classStopping || !errors.Is(cause, errCanceledByCaller) {
+		return reply, rec
+	}
+	msg := canceledOutput("", t.Name(), cause)
+	rec.outcome, rec.ran = "canceled", false
+	rec.result, rec.class, rec.message = audit.ResultCanceled, classCanceled, msg
+	return &a2a.ToolReply{IsError: true, Output: msg}, rec
 }
 
 // refuseStopping answers a call that arrives once Stop has begun.

@@ -9,6 +9,13 @@
 // reply. A cancel on the instance's control subject, or a caller found gone
 // by a liveness probe, kills the command's process group; the final reply
 // then says it was canceled.
+//
+// A unary call can be canceled too ([a2a.ProtocolCallCancel], which the
+// card lists): every instance takes cancels on the identity's shared
+// control subject, and the one running the call the cancel names kills its
+// process group (or withdraws its approval request) and answers the call
+// with a reply that says it was canceled. Registering a call for that is a
+// map entry; nothing is sent unless a cancel comes.
 package server
 
 import (
@@ -193,15 +200,17 @@ type Server struct {
 	stopping chan struct{}
 	inflight sync.WaitGroup
 
-	// streams are the streamed calls in progress, for cancels.
-	streams streams
+	// calls are the calls in progress, streamed and unary, for cancels.
+	calls calls
 
-	// mu guards svc, ctrl and stopped, and orders every inflight.Add
-	// before Stop's inflight.Wait.
+	// mu guards svc, ctrl, callCtrl and stopped, and orders every
+	// inflight.Add before Stop's inflight.Wait.
 	mu  sync.Mutex
 	svc *natsbus.Service
-	// ctrl is this instance's control subscription (cancels).
-	ctrl *nats.Subscription
+	// ctrl is this instance's control subscription (cancels of its
+	// streams), callCtrl the identity's shared one (cancels of unary
+	// calls).
+	ctrl, callCtrl *nats.Subscription
 	// stopped is set once Stop has begun; no call is admitted after it.
 	stopped bool
 }
@@ -235,8 +244,10 @@ func New(cfg Config, tools []tool.Tool) (*Server, error) {
 		Version:     cfg.Version,
 		Description: cfg.Description,
 		// Streamed calls: a tool.request on the stream subject, answered
-		// with ack, events and a tool.reply, stopped with a cancel.
-		Protocols: []string{a2a.ProtocolDiscoveryRequest, a2a.ProtocolToolRequest, a2a.ProtocolAck, a2a.ProtocolEvent, a2a.ProtocolCancel},
+		// with ack, events and a tool.reply, stopped with a cancel. Unary
+		// calls: stopped with a cancel on the shared control subject
+		// (ProtocolCallCancel).
+		Protocols: []string{a2a.ProtocolDiscoveryRequest, a2a.ProtocolToolRequest, a2a.ProtocolAck, a2a.ProtocolEvent, a2a.ProtocolCancel, a2a.ProtocolCallCancel},
 		Tools:     make([]a2a.ToolDescriptor, 0, len(served)),
 	}
 	byName := make(map[string]tool.Tool, len(served))
@@ -333,14 +344,21 @@ func (s *Server) Start(nc *nats.Conn) error {
 		_ = svc.Stop()
 		return err
 	}
+	callCtrl, err := natsbus.CallControl(nc, s.cfg.Identity, s.handleCallControl)
+	if err != nil {
+		_ = ctrl.Unsubscribe()
+		_ = svc.Stop()
+		return err
+	}
 	// A round trip to the server, so the subscriptions are registered when
 	// Start returns: a caller told "serving" must not get no responders.
 	if err := nc.Flush(); err != nil {
+		_ = callCtrl.Unsubscribe()
 		_ = ctrl.Unsubscribe()
 		_ = svc.Stop()
 		return fmt.Errorf("registering %s with the NATS server: %w", s.cfg.Identity, err)
 	}
-	s.svc, s.ctrl = svc, ctrl
+	s.svc, s.ctrl, s.callCtrl = svc, ctrl, callCtrl
 	return nil
 }
 
@@ -353,7 +371,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.stopped = true
-	svc, ctrl := s.svc, s.ctrl
+	svc, ctrl, callCtrl := s.svc, s.ctrl, s.callCtrl
 	s.mu.Unlock()
 
 	close(s.stopping)
@@ -370,10 +388,13 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	s.cancel()
 	<-done
+	// Kept until every call ended, so a cancel still reaches them while
+	// they drain.
 	if ctrl != nil {
-		// Kept until every stream ended, so a cancel still reaches them
-		// while they drain.
 		_ = ctrl.Unsubscribe()
+	}
+	if callCtrl != nil {
+		_ = callCtrl.Unsubscribe()
 	}
 	return err
 }

@@ -35,37 +35,59 @@ var (
 	errCallerGone       = errors.New("the caller is gone")
 )
 
-// running is a stream in progress, as the control subject finds it.
+// running is a call in progress (streamed or unary), as a cancel finds it.
 type running struct {
 	caller string
 	cancel context.CancelCauseFunc
 }
 
-// streams are the streams in progress by request id; guarded by mu.
-type streams struct {
+// calls are the calls in progress that a cancel can stop, by request id;
+// guarded by mu.
+type calls struct {
 	mu   sync.Mutex
 	byID map[string]*running
 }
 
-func (st *streams) add(id string, r *running) {
+// add registers r under id. A second call with an id already running is
+// not registered: a cancel then stops the first, the one whose caller
+// chose the id.
+func (st *calls) add(id string, r *running) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.byID == nil {
 		st.byID = map[string]*running{}
 	}
-	st.byID[id] = r
+	if _, taken := st.byID[id]; !taken {
+		st.byID[id] = r
+	}
 }
 
-func (st *streams) remove(id string) {
+// remove forgets r, if it is what id names.
+func (st *calls) remove(id string, r *running) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	delete(st.byID, id)
+	if st.byID[id] == r {
+		delete(st.byID, id)
+	}
 }
 
-func (st *streams) get(id string) *running {
+func (st *calls) get(id string) *running {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.byID[id]
+}
+
+// track registers a call of req as cancelable and returns its context,
+// within parent, the context's cancel, and the function that ends the
+// registration (and the context) once the call is answered.
+func (s *Server) track(parent context.Context, req *a2a.ToolRequest) (context.Context, context.CancelCauseFunc, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	r := &running{caller: req.Sender.Name, cancel: cancel}
+	s.calls.add(req.ID, r)
+	return ctx, cancel, func() {
+		s.calls.remove(req.ID, r)
+		cancel(nil)
+	}
 }
 
 // handleStream runs on the stream endpoint's subscription goroutine, like
@@ -145,11 +167,8 @@ func (s *Server) refuseStream(out *streamOut, req *a2a.ToolRequest, t tool.Tool,
 // operator approved it. A cancel or the caller going away withdraws the
 // request.
 func (s *Server) runStream(parent context.Context, out *streamOut, t tool.Tool, req *a2a.ToolRequest, gated bool) callRecord {
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
-	s.streams.add(req.ID, &running{caller: req.Sender.Name, cancel: cancel})
-	defer s.streams.remove(req.ID)
-
+	ctx, cancel, untrack := s.track(parent, req)
+	defer untrack()
 	out.ack(true, "")
 	live := &liveOutput{out: out, cancel: cancel}
 	var gate, approver string
@@ -204,23 +223,40 @@ func canceledOutput(so string, name string, cause error) string {
 	return fmt.Sprintf("%stool %s was canceled: %v; its process group was killed", so, name, cause)
 }
 
-// handleControl takes a cancel on this instance's control subject. A cancel
-// for no stream in progress, or from another caller than the stream's, is
-// ignored with a logged reason.
-func (s *Server) handleControl(data []byte) {
+// handleControl takes a cancel on this instance's control subject: the
+// cancel of a stream this instance acked. A cancel for no call in
+// progress, or from another caller than the call's, is ignored with a
+// logged reason.
+func (s *Server) handleControl(data []byte) { s.takeCancel(data, false) }
+
+// handleCallControl takes a cancel on the identity's shared control
+// subject, which every instance hears: the cancel of a unary call, run by
+// this instance or another. A cancel for a call this instance does not run
+// is the common case and logged at debug only.
+func (s *Server) handleCallControl(data []byte) { s.takeCancel(data, true) }
+
+// takeCancel stops the call a cancel names. What protects a call from a
+// stranger's cancel is its request id, which its caller drew at random
+// ([a2a.Client.CallToolCancelable]) and nobody else sees but the agent's
+// identity: a cancel must name it, and the sender's name must be the
+// call's (a label, checked to catch mistakes rather than as proof). A
+// cancel is a schema-valid v1 cancel or nothing.
+func (s *Server) takeCancel(data []byte, shared bool) {
 	c := &a2a.Cancel{}
 	if err := a2a.Decode(data, c); err != nil {
-		s.log.Warn("ignored a malformed control message", "agent", s.cfg.Identity, "error", err)
+		s.log.Warn("ignored a malformed control message", "agent", s.cfg.Identity, "shared", shared, "error", err)
 		return
 	}
-	r := s.streams.get(c.Request)
+	r := s.calls.get(c.Request)
 	switch {
+	case r == nil && shared:
+		s.log.Debug("ignored a cancel for no call this instance runs", "agent", s.cfg.Identity, "request", c.Request, "caller", c.Sender.Name)
 	case r == nil:
-		s.log.Info("ignored a cancel for no stream in progress", "agent", s.cfg.Identity, "request", c.Request, "caller", c.Sender.Name)
+		s.log.Info("ignored a cancel for no call in progress", "agent", s.cfg.Identity, "request", c.Request, "caller", c.Sender.Name)
 	case r.caller != c.Sender.Name:
-		s.log.Warn("ignored a cancel from another caller than the stream's", "agent", s.cfg.Identity, "request", c.Request, "caller", c.Sender.Name, "stream_caller", r.caller)
+		s.log.Warn("ignored a cancel from another caller than the call's", "agent", s.cfg.Identity, "request", c.Request, "caller", c.Sender.Name, "call_caller", r.caller)
 	default:
-		s.log.Info("stream canceled by its caller", "agent", s.cfg.Identity, "request", c.Request, "caller", c.Sender.Name, "reason", c.Reason)
+		s.log.Info("call canceled by its caller", "agent", s.cfg.Identity, "request", c.Request, "caller", c.Sender.Name, "reason", c.Reason)
 		r.cancel(errCanceledByCaller)
 	}
 }

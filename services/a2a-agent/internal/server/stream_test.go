@@ -170,8 +170,8 @@ func TestStreamHostileInput(t *testing.T) {
 		data    []byte
 		wantLog string
 	}{
-		{"cancel for an unknown id", control, cancelFrom("tester", "no-such-stream"), "ignored a cancel for no stream in progress"},
-		{"cancel from a forged sender", control, cancelFrom("mallory", id), "ignored a cancel from another caller than the stream's"},
+		{"cancel for an unknown id", control, cancelFrom("tester", "no-such-stream"), "ignored a cancel for no call in progress"},
+		{"cancel from a forged sender", control, cancelFrom("mallory", id), "ignored a cancel from another caller than the call's"},
 		{"malformed control message", control, []byte(`{"protocol":`), "ignored a malformed control message"},
 		{"mislabelled control message", control, mustJSON(t, validRequest(t, "demo", "echo", `{}`)), "ignored a malformed control message"},
 		{"oversized control message", control, make([]byte, a2a.MaxMessageSize+1), "ignored a malformed control message"},

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/shared/remotetools"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
@@ -155,6 +156,13 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 		var run trace.Span
 		runCtx, run = tracing.Start(runCtx, s.cfg.Tracer, spanName, kind)
 		defer endSpan(run, rec)
+	}
+	if _, task := ctx.Value(taskRunKey{}).(*taskRun); task {
+		// A task's remote call stays streamed, so the agent stops its
+		// command should this gateway go away (see
+		// remotetools.WithStreamed); other remote calls that ask for no
+		// progress go unary to agents that can cancel them.
+		runCtx = remotetools.WithStreamed(runCtx)
 	}
 	treq := tool.Request{Input: input, Prompter: tool.DenyAll{}}
 	if token := progressToken(req); token != nil {

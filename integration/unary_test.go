@@ -1,0 +1,308 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/fiskfleet/fiskfleet/integration/fleettest"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
+	"github.com/fiskfleet/fiskfleet/shared/fiskv1test"
+)
+
+// busWatch counts what is published on the tool, stream and control
+// subjects of every identity, as a subscriber on the bus sees it.
+type busWatch struct {
+	mu sync.Mutex // guards n
+	n  map[string]int
+}
+
+func watchBus(tb testing.TB, nc *nats.Conn) *busWatch {
+	tb.Helper()
+	w := &busWatch{n: map[string]int{}}
+	for _, s := range []string{natsbus.ToolSubject("*"), natsbus.StreamSubject("*"), "choria.fisk-ai.control.>"} {
+		if _, err := nc.Subscribe(s, func(m *nats.Msg) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.n[m.Subject]++
+		}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	return w
+}
+
+// take returns the counts since the last take and starts afresh.
+func (w *busWatch) take() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.n
+	w.n = map[string]int{}
+	return n
+}
+
+// settle waits until subject was seen at least once, then returns every
+// count since the last take.
+func (w *busWatch) settle(tb testing.TB, subject string) map[string]int {
+	tb.Helper()
+	fisktest.WaitFor(tb, 10*time.Second, "a message on "+subject, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.n[subject] > 0
+	})
+	// A moment for anything else the call sent to arrive too.
+	time.Sleep(100 * time.Millisecond)
+	return w.take()
+}
+
+// ppid returns the parent of pid, from /proc.
+func ppid(tb testing.TB, pid int) int {
+	tb.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatalf("reading the stat of %d: %v", pid, err)
+	}
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	p, err := strconv.Atoi(fields[1])
+	if err != nil {
+		tb.Fatalf("parent of %d: %v", pid, err)
+	}
+	return p
+}
+
+// spawnArgs is the demo spawn's arguments: a grandchild that ignores
+// SIGTERM, its PID written to pidfile, and a minute's sleep.
+func spawnArgs(pidfile string) map[string]any {
+	return map[string]any{"duration": "1m", "pidfile": pidfile}
+}
+
+// callSpawn starts an MCP call of name (a remote spawn) under ctx and
+// returns the grandchild's PID and the call's outcome to come.
+func callSpawn(tb testing.TB, ctx context.Context, c mcpCaller, name string) (int, <-chan error) {
+	tb.Helper()
+	pidfile := filepath.Join(tb.TempDir(), "child.pid")
+	done := make(chan error, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = name
+		req.Params.Arguments = spawnArgs(pidfile)
+		res, err := c.CallTool(ctx, req)
+		if err == nil && res.IsError {
+			err = errors.New(mcpText(res))
+		}
+		done <- err
+	}()
+	return fisktest.WaitPIDFile(tb, pidfile), done
+}
+
+type mcpCaller interface {
+	CallTool(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error)
+}
+
+// TestMCPRemoteUnary drives `mcp-gateway serve` in front of one `a2a-agent
+// serve`, both real, and watches the bus: a remote call without a
+// progressToken is one request on the tool subject (nothing on the stream
+// subject, no control message); one with a progressToken streams and
+// relays progress; a unary call cancelled by the MCP client
+// (notifications/cancelled) sends one cancel on the identity's shared
+// control subject and the agent kills the command's process group within
+// seconds.
+func TestMCPRemoteUnary(t *testing.T) {
+	t.Parallel()
+	f := startStreamFleet(t)
+	w := watchBus(t, f.ns.Connect(t))
+	var notes progressNotes
+	c := connectMCP(t, f.gw.URL, notes.notify)
+	tool, stream, control := natsbus.ToolSubject("demo"), natsbus.StreamSubject("demo"), natsbus.CallControlSubject("demo")
+
+	t.Run("no progressToken: unary", func(t *testing.T) {
+		w.take()
+		if cr := mcpCommandResult(t, "demo_echo", callMCP(t, c, "demo_echo", map[string]any{"message": "hi"})); cr.Output != "hi\n" {
+			t.Fatalf("demo_echo: got %+v, want the echo", cr)
+		}
+		if got := w.settle(t, tool); got[tool] != 1 || got[stream] != 0 || len(got) != 1 {
+			t.Errorf("on the bus: got %v, want one request on %s and nothing else", got, tool)
+		}
+	})
+
+	t.Run("progressToken: streamed with progress", func(t *testing.T) {
+		w.take()
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "demo_ticker"
+		req.Params.Arguments = map[string]any{"every": "100ms", "count": 10}
+		req.Params.Meta = &mcp.Meta{ProgressToken: "p-unary-test"}
+		res, err := c.CallTool(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cr := mcpCommandResult(t, "demo_ticker", res); !strings.HasSuffix(cr.Output, "tick 10 of 10\n") {
+			t.Fatalf("demo_ticker: got %+v", cr)
+		}
+		if n := len(notes.of("p-unary-test")); n < 2 {
+			t.Errorf("progress notifications: got %d, want several", n)
+		}
+		if got := w.settle(t, stream); got[stream] != 1 || got[tool] != 0 {
+			t.Errorf("on the bus: got %v, want one request on %s and none on %s", got, stream, tool)
+		}
+	})
+
+	t.Run("notifications/cancelled kills the remote group", func(t *testing.T) {
+		w.take()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		pid, done := callSpawn(t, ctx, c, "demo_spawn")
+		if got := w.take(); got[tool] != 1 || got[stream] != 0 || got[control] != 0 {
+			t.Errorf("on the bus before the cancel: got %v, want one unary request", got)
+		}
+		cancelled := time.Now()
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("the cancelled call: got %v, want context.Canceled", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the cancelled call did not return within 20s")
+		}
+		// The demo's grandchild ignores SIGTERM: the agent's kill grace
+		// (2 s) passes before SIGKILL.
+		fisktest.WaitFor(t, 8*time.Second, "the agent to kill the cancelled command's group", func() bool { return fisktest.ProcessGone(pid) })
+		t.Logf("MCP call cancelled; the remote grandchild was gone %s later", time.Since(cancelled).Round(time.Millisecond))
+		if got := w.settle(t, control); got[control] != 1 || got[stream] != 0 {
+			t.Errorf("on the bus: got %v, want one cancel on %s", got, control)
+		}
+		f.agent.WaitOutput(t, "outcome=canceled", 10*time.Second)
+		if cr := mcpCommandResult(t, "demo_echo", callMCP(t, c, "demo_echo", map[string]any{"message": "after"})); cr.Output != "after\n" {
+			t.Errorf("a call after the cancel: got %q, want the echo", cr.Output)
+		}
+	})
+}
+
+// TestMCPRemoteUnaryToolTimeout gives the gateway a tool_timeout of 3s: a
+// unary remote call running past it is cancelled like a client's cancel,
+// and the remote process group dies within seconds of the timeout rather
+// than at the agent's own.
+func TestMCPRemoteUnaryToolTimeout(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	agent := b.startAgents(t, 1, b.demoAgent(t, "demo", 2))[0]
+	const toolTimeout = 3 * time.Second
+	cfg := fleettest.WriteAgentConfig(t, fleettest.Agent{
+		Identity:        "gw",
+		ApplicationPath: fleettest.FiskDemo(t),
+		NATSContext:     fleetContext,
+		ExcludeTools:    []string{"getenv", "cluster_*"},
+		MCP:             map[string]any{"tool_timeout": toolTimeout.String()},
+		Extra:           map[string]any{"remote_tools": []map[string]any{{"host": "demo"}}},
+	})
+	gw := startGateway(t, b.home.Env(), cfg)
+	w := watchBus(t, b.ns.Connect(t))
+	c := connectMCP(t, gw.URL, nil)
+
+	started := time.Now()
+	pid, done := callSpawn(t, t.Context(), c, "demo_spawn")
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(toolTimeout + 20*time.Second):
+		t.Fatal("the call did not return after its tool_timeout")
+	}
+	if err == nil {
+		t.Fatal("the call past tool_timeout: got a result, want an error")
+	}
+	t.Logf("answered %s after the call started: %v", time.Since(started).Round(time.Millisecond), err)
+	fisktest.WaitFor(t, 8*time.Second, "the remote grandchild to die", func() bool { return fisktest.ProcessGone(pid) })
+	t.Logf("the remote grandchild was gone %s after the call started", time.Since(started).Round(time.Millisecond))
+	control := natsbus.CallControlSubject("demo")
+	if got := w.settle(t, control); got[natsbus.ToolSubject("demo")] != 1 || got[control] != 1 || got[natsbus.StreamSubject("demo")] != 0 {
+		t.Errorf("on the bus: got %v, want one unary request and one cancel", got)
+	}
+	agent.WaitOutput(t, "outcome=canceled", 10*time.Second)
+}
+
+// TestMCPRemoteUnaryTwoInstances runs two `a2a-agent serve` processes on
+// one identity: a cancelled unary call's cancel goes to both, and the one
+// running the command (the parent of its process) kills it and logs it;
+// the other ignores it.
+func TestMCPRemoteUnaryTwoInstances(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	agents := b.startAgents(t, 2, b.demoAgent(t, "demo", 2))
+	gw := startGateway(t, b.home.Env(), b.gatewayConfig(t, "", "demo"))
+	c := connectMCP(t, gw.URL, nil)
+
+	// logged counts the cancels each agent, by PID, has logged so far.
+	logged := map[int]int{}
+	for round := 0; round < 8 && len(logged) < 2; round++ {
+		ctx, cancel := context.WithCancel(t.Context())
+		pid, done := callSpawn(t, ctx, c, "demo_spawn")
+		// The grandchild's parent is the spawn command, whose parent is
+		// the agent that runs it.
+		runner := ppid(t, ppid(t, pid))
+		var running, idle *fleettest.Process
+		for _, a := range agents {
+			if a.PID == runner {
+				running = a
+			} else {
+				idle = a
+			}
+		}
+		if running == nil || idle == nil {
+			t.Fatalf("the command's agent %d is not one of %v", runner, pidsOf(agents))
+		}
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the cancelled call did not return within 20s")
+		}
+		fisktest.WaitFor(t, 8*time.Second, "the remote grandchild to die", func() bool { return fisktest.ProcessGone(pid) })
+		logged[runner]++
+		want := logged[runner]
+		fisktest.WaitFor(t, 10*time.Second, "the running agent to log the cancel", func() bool {
+			return strings.Count(running.Output(), "call canceled by its caller") >= want
+		})
+		if got := strings.Count(idle.Output(), "call canceled by its caller"); got != logged[idle.PID] {
+			t.Errorf("the idle agent %d logged %d cancels, want %d: it canceled a call it does not run", idle.PID, got, logged[idle.PID])
+		}
+	}
+	t.Logf("cancels taken by agent PID: %v", logged)
+}
+
+// TestMCPRemoteNoUnaryCancel calls the tools of an agent whose card does
+// not offer the unary cancel (a stand-in for Fisk AI's own v1 agents,
+// which serve no streams either): the gateway calls them as before, one
+// request on the tool subject, and nothing goes to a control subject.
+func TestMCPRemoteNoUnaryCancel(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	v1 := fiskv1test.Start(t, b.ns.Connect(t), "legacy")
+	gw := startGateway(t, b.home.Env(), b.gatewayConfig(t, "", "legacy"))
+	w := watchBus(t, b.ns.Connect(t))
+	c := connectMCP(t, gw.URL, nil)
+	tool := natsbus.ToolSubject("legacy")
+	if cr := mcpCommandResult(t, "legacy_echo", callMCP(t, c, "legacy_echo", map[string]any{"message": "old path"})); cr.Output != "old path\n" {
+		t.Fatalf("legacy_echo: got %+v", cr)
+	}
+	if got := w.settle(t, tool); got[tool] != 1 || len(got) != 1 {
+		t.Errorf("on the bus: got %v, want one request on %s and nothing else", got, tool)
+	}
+	if n := v1.Calls.Load(); n != 1 {
+		t.Errorf("calls the v1 agent answered: got %d, want 1", n)
+	}
+}
