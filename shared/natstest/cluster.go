@@ -120,26 +120,33 @@ func freePorts(tb testing.TB, n int) []int {
 	return out
 }
 
-// WaitJetStream waits until a running member knows the JetStream meta
-// leader and every running member has JetStream on, failing tb after
-// [TopologyTimeout].
+// WaitJetStream waits until a running member is the JetStream meta
+// leader, every running member has JetStream on, and the leader counts as
+// many members online as are running, failing tb after [TopologyTimeout].
 func (c *Cluster) WaitJetStream(tb testing.TB) {
 	tb.Helper()
 	waitTopology(tb, func() bool {
-		leader := false
+		running, online := 0, -1
 		for _, s := range c.Servers {
 			if !s.Running() {
 				continue
 			}
+			running++
 			if !s.JetStreamEnabled() {
 				return false
 			}
 			if s.JetStreamIsLeader() {
-				leader = true
+				// The peers the leader places streams on: online, with
+				// JetStream, and with statistics received. A leader is
+				// elected before it has heard from every member, and a
+				// stream of as many replicas as members created then is
+				// refused ("no suitable peers for placement").
+				online = len(s.JetStreamClusterPeers())
 			}
 		}
-		return leader
-	}, func() string { return "a JetStream meta leader among " + c.Name })
+		// At least: a member just stopped may still count as online.
+		return online >= running
+	}, func() string { return "a JetStream meta leader among " + c.Name + " with every running member online" })
 }
 
 // startCluster starts n members of the cluster name; configure, when set,
