@@ -112,6 +112,9 @@ type entry struct {
 	schema *jsonschema.Schema
 	// def is what tools/list shows.
 	def mcp.Tool
+	// headerParams is set when def binds a parameter to a header, whose
+	// calls mcp-go answers (callfast.go).
+	headerParams bool
 }
 
 // newEntry builds the registration of t. prev is the entry t had in the
@@ -124,6 +127,7 @@ func newEntry(source string, t tool.Tool, prev *entry) (*entry, error) {
 		gated:  t.Confirmation() == tool.ConfirmRequired,
 		def:    definition(t),
 	}
+	e.headerParams = hasHeaderParams(&e.def)
 	if l, ok := t.(commandLiner); ok {
 		e.liner = l
 		e.def.RawOutputSchema = commandResultSchema

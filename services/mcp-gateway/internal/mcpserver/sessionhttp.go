@@ -55,7 +55,7 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
-			if s.serveToolsList(w, r, body) {
+			if s.serveToolsList(w, r, body) || s.serveToolsCall(w, r, body) {
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -1,0 +1,294 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
+)
+
+// rawCall is one raw tools/call POST of the 2026-07-28 era.
+type rawCall struct {
+	id     string // empty: 7
+	name   string
+	args   string // the arguments object; empty for none
+	meta   string // extra _meta members, each with its leading comma
+	extra  string // extra params members, each with its leading comma
+	header map[string]string
+	token  string
+}
+
+func (q rawCall) body() string {
+	id := q.id
+	if id == "" {
+		id = "7"
+	}
+	params := `{"name":"` + q.name + `"`
+	if q.args != "" {
+		params += `,"arguments":` + q.args
+	}
+	params += `,"_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 +
+		`","io.modelcontextprotocol/clientCapabilities":{}` + q.meta + `}` + q.extra + `}`
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":` + params + `}`
+}
+
+// do POSTs the call to url and returns the status, content type and body.
+func (q rawCall) do(tb testing.TB, url string) (int, string, []byte) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(tb.Context(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(q.body()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
+	req.Header.Set(mcp.HeaderMethod, "tools/call")
+	req.Header.Set(mcp.HeaderName, q.name)
+	if q.token != "" {
+		req.Header.Set("Authorization", "Bearer "+q.token)
+	}
+	for k, v := range q.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("tools/call: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("reading the tools/call answer: %v", err)
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), b
+}
+
+// countingTool wraps a tool and counts its calls, to tell which path ran
+// it and how often.
+type countingTool struct {
+	tool.Tool
+	calls atomic.Int64
+}
+
+func (c *countingTool) Call(ctx context.Context, req tool.Request) (tool.Outcome, error) {
+	c.calls.Add(1)
+	return c.Tool.Call(ctx, req)
+}
+
+// TestToolsCallMatchesMCPGo: a 2026-07-28 tools/call answered by the
+// gateway's own path gets the status, content type and bytes mcp-go's
+// answer to the same request has, for results, in-band errors and the
+// policy's refusals alike; what the path leaves to mcp-go still gets
+// mcp-go's answer.
+func TestToolsCallMatchesMCPGo(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	facts, err := tool.NewFunc(tool.FuncSpec{
+		Name: "facts", Description: "Returns facts", Exposure: tool.ExposeMCP, Confirmation: tool.ConfirmNone,
+		Call: func(context.Context, tool.Request) (tool.Outcome, error) {
+			return tool.Outcome{JSON: json.RawMessage(`{"b":2, "a":[1,2]}`)}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, url := startServer(t, Config{}, append(app.Tools(), facts))
+	direct := httptest.NewServer(s.streamable)
+	t.Cleanup(direct.Close)
+
+	for _, q := range []rawCall{
+		{name: "echo", args: `{"message":"hi"}`},
+		{name: "echo", args: `{"message":"<b> & \u2028","count":2,"upper":true}`, id: `"a-string-id"`},
+		{name: "echo", args: `{"message":"hi"}`, id: `12345678901234567890`},
+		{name: "fail", args: `{"code":4}`},
+		{name: "facts"},
+		{name: "echo", args: `{"count":"not a number"}`},
+		{name: "echo", args: `[1,2]`},
+		{name: "echo", args: `{"message":"hi","extra":{"deep":[1,{"x":null}]}}`},
+		{name: "no_such_tool", args: `{}`},
+		// Left to mcp-go: a task, a retry with input.
+		{name: "echo", args: `{"message":"hi"}`, extra: `,"task":{"ttl":60000}`},
+		{name: "echo", args: `{"message":"hi"}`, extra: `,"requestState":"x"`},
+		// Headers mcp-go refuses.
+		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderName: "other"}},
+		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderMethod: "tools/list"}},
+	} {
+		status, ctype, got := q.do(t, url)
+		wstatus, wctype, want := q.do(t, direct.URL+"/mcp")
+		if status != wstatus || ctype != wctype || !bytes.Equal(got, want) {
+			t.Errorf("%s: got %d %s:\n%s\nwant mcp-go's %d %s:\n%s", q.body(), status, ctype, got, wstatus, wctype, want)
+		}
+	}
+	// A call with a progress token is mcp-go's too: its answer is an
+	// event stream (whether a progress notification precedes the result
+	// depends on timing, so the bytes are not compared).
+	q := rawCall{name: "echo", args: `{"message":"hi"}`, meta: `,"progressToken":"p1"`}
+	if status, ctype, got := q.do(t, url); status != http.StatusOK || ctype != "text/event-stream" || !bytes.Contains(got, []byte(`"resultType":"complete"`)) {
+		t.Errorf("with a progress token: got %d %s %s, want mcp-go's event stream", status, ctype, got)
+	}
+}
+
+// TestToolsCallFastPath checks which path a call takes, and that the
+// gateway's own path keeps the call path's rules: a policy refusal in
+// band, the input schema, a gated tool left to mcp-go (and so to its
+// approval), and a client that goes away interrupting the command.
+func TestToolsCallFastPath(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	var tools []tool.Tool
+	counted := map[string]*countingTool{}
+	for _, tl := range app.Tools() {
+		c := &countingTool{Tool: tl}
+		counted[tl.Name()] = c
+		tools = append(tools, c)
+	}
+	s, url := startServer(t, Config{}, tools)
+	if e := (*s.entries.Load())["echo"]; e == nil || e.gated || e.headerParams {
+		t.Fatalf("echo's entry: got %+v, want an ungated tool without header parameters", e)
+	}
+
+	// A gated tool never runs through the fast path: mcp-go answers, and
+	// with a client that cannot elicit it is refused in band, not run.
+	var gated string
+	for name, e := range *s.entries.Load() {
+		if e.gated {
+			gated = name
+			break
+		}
+	}
+	if gated == "" {
+		t.Fatal("the demo has no gated tool")
+	}
+	before := counted[gated].calls.Load()
+	status, _, body := rawCall{name: gated, args: `{}`}.do(t, url)
+	if status != http.StatusOK || counted[gated].calls.Load() != before {
+		t.Errorf("gated %s: got %d %s, ran %d times, want an answer that ran nothing", gated, status, body, counted[gated].calls.Load()-before)
+	}
+
+	// A client that goes away stops its call.
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(rawCall{name: "sleep", args: `{"duration":"30s"}`}.body()))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
+		req.Header.Set(mcp.HeaderMethod, "tools/call")
+		req.Header.Set(mcp.HeaderName, "sleep")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.inFlight.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.inFlight.Load() == 0 {
+		t.Fatal("the sleep call never started")
+	}
+	cancel()
+	<-done
+	for s.inFlight.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := s.inFlight.Load(); n != 0 {
+		t.Errorf("after the client went away: %d calls still in flight, want 0", n)
+	}
+}
+
+// TestToolsCallPolicy: the gateway's own path refuses a call outside the
+// caller's grant in band, as mcp-go's path does, and runs nothing.
+func TestToolsCallPolicy(t *testing.T) {
+	cfg := Config{Policy: listPolicy()}
+	s, url := startFleetServer(t, cfg, 40, 60)
+	direct := httptest.NewServer(s.cfg.Authenticate(s.streamable, s.cfg.Policy.Authorize))
+	t.Cleanup(direct.Close)
+	var names []string
+	for name := range *s.entries.Load() {
+		names = append(names, name)
+	}
+	for _, token := range []string{"alice", "bob", "carol", "dave"} {
+		for _, name := range names[:min(len(names), 6)] {
+			q := rawCall{name: name, args: `{}`, token: token}
+			status, ctype, got := q.do(t, url)
+			wstatus, wctype, want := q.do(t, direct.URL+"/mcp")
+			if status != wstatus || ctype != wctype || !bytes.Equal(got, want) {
+				t.Errorf("%s calling %s: got %d %s:\n%s\nwant mcp-go's %d %s:\n%s", token, name, status, ctype, got, wstatus, wctype, want)
+			}
+		}
+	}
+}
+
+// TestToolsCallTakes checks which requests the gateway's own path answers
+// and which it leaves, untouched, to mcp-go.
+func TestToolsCallTakes(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	s, _ := startServer(t, Config{}, app.Tools())
+	var gated string
+	for name, e := range *s.entries.Load() {
+		if e.gated {
+			gated = name
+		}
+	}
+	echo := rawCall{name: "echo", args: `{"message":"hi"}`}
+	tests := []struct {
+		name string
+		q    rawCall
+		edit func(*http.Request)
+		want bool
+	}{
+		{"a call", echo, nil, true},
+		{"a string id", rawCall{name: "echo", args: `{"message":"hi"}`, id: `"x"`}, nil, true},
+		{"invalid arguments (answered in band)", rawCall{name: "echo", args: `{"count":"x"}`}, nil, true},
+		{"a null id", rawCall{name: "echo", id: "null"}, nil, false},
+		{"an object id", rawCall{name: "echo", id: `{"a":1}`}, nil, false},
+		{"a progress token", rawCall{name: "echo", meta: `,"progressToken":1`}, nil, false},
+		{"a task", rawCall{name: "echo", extra: `,"task":{}`}, nil, false},
+		{"a retry with input", rawCall{name: "echo", extra: `,"inputResponses":{"a":{}}`}, nil, false},
+		{"request state", rawCall{name: "echo", extra: `,"requestState":"s"`}, nil, false},
+		{"a gated tool", rawCall{name: gated, args: `{}`}, nil, false},
+		{"an unknown tool", rawCall{name: "nope"}, nil, false},
+		{"a session id", echo, func(r *http.Request) { r.Header.Set("Mcp-Session-Id", "s") }, false},
+		{"Last-Event-ID", echo, func(r *http.Request) { r.Header.Set(mcp.HeaderLastEventID, "1") }, false},
+		{"no protocol header", echo, func(r *http.Request) { r.Header.Del(mcp.HeaderProtocolVersion) }, false},
+		{"another protocol header", echo, func(r *http.Request) { r.Header.Set(mcp.HeaderProtocolVersion, mcp.LATEST_LEGACY_PROTOCOL_VERSION) }, false},
+		{"a wrong Mcp-Name", echo, func(r *http.Request) { r.Header.Set(mcp.HeaderName, "fail") }, false},
+		{"no Mcp-Method", echo, func(r *http.Request) { r.Header.Del(mcp.HeaderMethod) }, false},
+		{"text/plain", echo, func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, false},
+		{"a GET", echo, func(r *http.Request) { r.Method = http.MethodGet }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := []byte(tt.q.body())
+			r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/mcp", bytes.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
+			r.Header.Set(mcp.HeaderMethod, "tools/call")
+			r.Header.Set(mcp.HeaderName, tt.q.name)
+			if tt.edit != nil {
+				tt.edit(r)
+			}
+			w := httptest.NewRecorder()
+			if got := s.serveToolsCall(w, r, body); got != tt.want {
+				t.Fatalf("taken: got %v, want %v", got, tt.want)
+			}
+			if !tt.want && (w.Body.Len() > 0 || len(w.Header()) > 0) {
+				t.Errorf("left to mcp-go, but wrote %v %q", w.Header(), w.Body.Bytes())
+			}
+			if tt.want && (w.Code != http.StatusOK || !bytes.Contains(w.Body.Bytes(), []byte(`"resultType":"complete"`))) {
+				t.Errorf("got %d %s, want a result", w.Code, w.Body.Bytes())
+			}
+		})
+	}
+}
