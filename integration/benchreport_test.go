@@ -218,6 +218,24 @@ type benchReport struct {
 	MCPRemoteCallRT  float64   `json:"mcp_remote_call_overhead_rt"`
 	MCPRemoteCallRTs []float64 `json:"mcp_remote_call_overhead_rt_rounds"`
 
+	// The HTTP transport's own round trip, in the same rounds: http_floor
+	// is a POST of the bytes of an MCP echo call of the 2026-07-28 era
+	// (http_request_bytes) to httpreplier, which answers with the bytes
+	// the gateway answered that call with (http_reply_bytes), by a plain
+	// net/http client on a kept-alive connection. http_floor_rt is its p50
+	// over call_floor's per round, the median: what one HTTP round trip
+	// costs in the unit every path is counted in. MCP calls cross HTTP,
+	// so mcp_call_beyond_http_rt is mcp_call's overhead less one
+	// http_floor, per round, the median: what the gateway and the MCP
+	// client add to HTTP itself.
+	HTTPRequestBytes int       `json:"http_request_bytes"`
+	HTTPReplyBytes   int       `json:"http_reply_bytes"`
+	HTTPFloorP50     float64   `json:"http_floor_p50_us"`
+	HTTPFloorP99     float64   `json:"http_floor_p99_us"`
+	HTTPFloorRT      float64   `json:"http_floor_rt"`
+	MCPBeyondHTTPRT  float64   `json:"mcp_call_beyond_http_rt"`
+	MCPBeyondHTTPRTs []float64 `json:"mcp_call_beyond_http_rt_rounds"`
+
 	// MCPOAuthCall is the same local call through a gateway that checks
 	// an OAuth access token on every request (expose.agent.mcp.auth), and
 	// its ratio over mcp_call of the same run (goal: within 1.05 at p50).
@@ -613,7 +631,8 @@ func TestBenchReport(t *testing.T) {
 		return nil
 	}}
 	floor, floorReq, floorReply := callFloor(t, b, tr, "bench")
-	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpRemote, oauthCall, stream, floor}
+	hfloor, hReq, hReply := httpFloor(t, b, gw.URL)
+	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpRemote, oauthCall, stream, floor, hfloor}
 	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_remote_call": mcpRemote}
 	var basePaths map[string]*benchSeries
 	if base != nil {
@@ -678,6 +697,14 @@ func TestBenchReport(t *testing.T) {
 		}
 	}
 	rows = append(rows, overheadRow{name: "call_floor", p50: rep.CallFloorP50, p99: rep.CallFloorP99})
+	rep.HTTPRequestBytes, rep.HTTPReplyBytes = hReq, hReply
+	rep.HTTPFloorP50, rep.HTTPFloorP99 = p(hfloor, 50), p(hfloor, 99)
+	rep.HTTPFloorRT = median(roundRatios(hfloor, floor))
+	rep.MCPBeyondHTTPRTs = roundBeyond(mcpCall, direct, hfloor, floor)
+	rep.MCPBeyondHTTPRT = median(rep.MCPBeyondHTTPRTs)
+	rows = append(rows,
+		overheadRow{name: "http_floor", p50: rep.HTTPFloorP50, p99: rep.HTTPFloorP99, rt: rep.HTTPFloorRT},
+		overheadRow{name: "mcp_call beyond http", rt: rep.MCPBeyondHTTPRT, rts: rep.MCPBeyondHTTPRTs})
 	logOverheads(t, rows)
 	rep.MCPOAuthCallP50, rep.MCPOAuthCallP99 = p(oauthCall, 50), p(oauthCall, 99)
 	rep.MCPOAuthOverMCPP50, rep.MCPOAuthOverMCPP99 = ratio(rep.MCPOAuthCallP50, rep.MCPCallP50), ratio(rep.MCPOAuthCallP99, rep.MCPCallP99)
