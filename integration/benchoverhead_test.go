@@ -53,7 +53,7 @@ const (
 
 // overheadPaths are the call paths whose overhead is counted in round
 // trips, by their series names.
-var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_remote_call"}
+var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_raw_call", "mcp_remote_call"}
 
 // baseFigures are the base revision's figures (make bench BASE=<rev>), the
 // same as the current ones' of the same names without the base_ prefix.
@@ -74,6 +74,11 @@ type baseFigures struct {
 	BaseMCPCallP99 float64   `json:"base_mcp_call_p99_us"`
 	BaseMCPCallRT  float64   `json:"base_mcp_call_overhead_rt"`
 	BaseMCPCallRTs []float64 `json:"base_mcp_call_overhead_rt_rounds"`
+
+	BaseMCPRawCallP50 float64   `json:"base_mcp_raw_call_p50_us"`
+	BaseMCPRawCallP99 float64   `json:"base_mcp_raw_call_p99_us"`
+	BaseMCPRawCallRT  float64   `json:"base_mcp_raw_call_overhead_rt"`
+	BaseMCPRawCallRTs []float64 `json:"base_mcp_raw_call_overhead_rt_rounds"`
 
 	BaseMCPRemoteCallP50 float64   `json:"base_mcp_remote_call_p50_us"`
 	BaseMCPRemoteCallP99 float64   `json:"base_mcp_remote_call_p99_us"`
@@ -273,6 +278,23 @@ func postMCP(ctx context.Context, hc *http.Client, url, method, name, body strin
 		return fmt.Errorf("%s: got status %d: %.300s", method, resp.StatusCode, buf.Bytes())
 	}
 	return nil
+}
+
+// rawMCPEcho is an MCP echo call of the gateway at url as a plain HTTP
+// client makes it (the request http_floor sends), checked for echo's
+// output.
+func rawMCPEcho(url string) func(context.Context) error {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	var buf bytes.Buffer
+	return func(ctx context.Context) error {
+		if err := postMCP(ctx, hc, url, "tools/call", "echo", mcpEchoRequest, &buf); err != nil {
+			return err
+		}
+		if !bytes.Contains(buf.Bytes(), []byte(`hi\\n`)) || bytes.Contains(buf.Bytes(), []byte(`"isError":true`)) {
+			return fmt.Errorf("got %.300s, want echo's output", buf.Bytes())
+		}
+		return nil
+	}
 }
 
 // httpFloor captures the gateway's answer to one raw MCP echo call and

@@ -218,6 +218,14 @@ type benchReport struct {
 	MCPRemoteCallRT  float64   `json:"mcp_remote_call_overhead_rt"`
 	MCPRemoteCallRTs []float64 `json:"mcp_remote_call_overhead_rt_rounds"`
 
+	// MCPRawCall is mcp_call made by a plain net/http client instead of
+	// mcp-go's (the request http_floor sends, 2026-07-28 era, JSON
+	// answer): the gateway's overhead without an MCP client library's.
+	MCPRawCallP50 float64   `json:"mcp_raw_call_p50_us"`
+	MCPRawCallP99 float64   `json:"mcp_raw_call_p99_us"`
+	MCPRawCallRT  float64   `json:"mcp_raw_call_overhead_rt"`
+	MCPRawCallRTs []float64 `json:"mcp_raw_call_overhead_rt_rounds"`
+
 	// The HTTP transport's own round trip, in the same rounds: http_floor
 	// is a POST of the bytes of an MCP echo call of the 2026-07-28 era
 	// (http_request_bytes) to httpreplier, which answers with the bytes
@@ -622,6 +630,7 @@ func TestBenchReport(t *testing.T) {
 	a2aCall := &benchSeries{name: "a2a_call", run: a2aEcho("bench")}
 	mcpCall := &benchSeries{name: "mcp_call", run: mcpEcho(mc, "echo")}
 	mcpRemote := &benchSeries{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo")}
+	mcpRaw := &benchSeries{name: "mcp_raw_call", run: rawMCPEcho(gw.URL)}
 	oauthCall := &benchSeries{name: "mcp_oauth_call", run: mcpEcho(oauth, "echo")}
 	stream := &benchSeries{name: "a2a_stream", run: func(ctx context.Context) error {
 		r, err := ac.StreamTool(ctx, "bench", "echo", echoInput, nil)
@@ -632,8 +641,8 @@ func TestBenchReport(t *testing.T) {
 	}}
 	floor, floorReq, floorReply := callFloor(t, b, tr, "bench")
 	hfloor, hReq, hReply := httpFloor(t, b, gw.URL)
-	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpRemote, oauthCall, stream, floor, hfloor}
-	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_remote_call": mcpRemote}
+	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpRaw, mcpRemote, oauthCall, stream, floor, hfloor}
+	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote}
 	var basePaths map[string]*benchSeries
 	if base != nil {
 		bc := connectMCP(t, base.gateway.URL, nil)
@@ -643,6 +652,7 @@ func TestBenchReport(t *testing.T) {
 		basePaths = map[string]*benchSeries{
 			"a2a_call":        {name: "base_a2a_call", run: a2aEcho(baseIdentity)},
 			"mcp_call":        {name: "base_mcp_call", run: mcpEcho(bc, "echo")},
+			"mcp_raw_call":    {name: "base_mcp_raw_call", run: rawMCPEcho(base.gateway.URL)},
 			"mcp_remote_call": {name: "base_mcp_remote_call", run: mcpEcho(bc, baseIdentity+"_echo")},
 		}
 		for _, path := range overheadPaths {
@@ -674,12 +684,14 @@ func TestBenchReport(t *testing.T) {
 	figures := map[string]pathFigures{
 		"a2a_call":        {&rep.A2ACallP50, &rep.A2ACallP99, &rep.A2ACallRT, &rep.A2ACallRTs},
 		"mcp_call":        {&rep.MCPCallP50, &rep.MCPCallP99, &rep.MCPCallRT, &rep.MCPCallRTs},
+		"mcp_raw_call":    {&rep.MCPRawCallP50, &rep.MCPRawCallP99, &rep.MCPRawCallRT, &rep.MCPRawCallRTs},
 		"mcp_remote_call": {&rep.MCPRemoteCallP50, &rep.MCPRemoteCallP99, &rep.MCPRemoteCallRT, &rep.MCPRemoteCallRTs},
 	}
 	if base != nil {
 		bf := rep.baseFigures
 		figures["base_a2a_call"] = pathFigures{&bf.BaseA2ACallP50, &bf.BaseA2ACallP99, &bf.BaseA2ACallRT, &bf.BaseA2ACallRTs}
 		figures["base_mcp_call"] = pathFigures{&bf.BaseMCPCallP50, &bf.BaseMCPCallP99, &bf.BaseMCPCallRT, &bf.BaseMCPCallRTs}
+		figures["base_mcp_raw_call"] = pathFigures{&bf.BaseMCPRawCallP50, &bf.BaseMCPRawCallP99, &bf.BaseMCPRawCallRT, &bf.BaseMCPRawCallRTs}
 		figures["base_mcp_remote_call"] = pathFigures{&bf.BaseMCPRemoteCallP50, &bf.BaseMCPRemoteCallP99, &bf.BaseMCPRemoteCallRT, &bf.BaseMCPRemoteCallRTs}
 	}
 	var rows []overheadRow
