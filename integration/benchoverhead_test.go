@@ -5,8 +5,10 @@ package integration_test
 // measures beside the current one: see benchReport for the figures.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
@@ -49,7 +53,7 @@ const (
 
 // overheadPaths are the call paths whose overhead is counted in round
 // trips, by their series names.
-var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_remote_call"}
+var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_raw_call", "mcp_remote_call"}
 
 // baseFigures are the base revision's figures (make bench BASE=<rev>), the
 // same as the current ones' of the same names without the base_ prefix.
@@ -70,6 +74,11 @@ type baseFigures struct {
 	BaseMCPCallP99 float64   `json:"base_mcp_call_p99_us"`
 	BaseMCPCallRT  float64   `json:"base_mcp_call_overhead_rt"`
 	BaseMCPCallRTs []float64 `json:"base_mcp_call_overhead_rt_rounds"`
+
+	BaseMCPRawCallP50 float64   `json:"base_mcp_raw_call_p50_us"`
+	BaseMCPRawCallP99 float64   `json:"base_mcp_raw_call_p99_us"`
+	BaseMCPRawCallRT  float64   `json:"base_mcp_raw_call_overhead_rt"`
+	BaseMCPRawCallRTs []float64 `json:"base_mcp_raw_call_overhead_rt_rounds"`
 
 	BaseMCPRemoteCallP50 float64   `json:"base_mcp_remote_call_p50_us"`
 	BaseMCPRemoteCallP99 float64   `json:"base_mcp_remote_call_p99_us"`
@@ -114,6 +123,27 @@ func roundOverheads(call, direct, floor *benchSeries) []float64 {
 	out := make([]float64, len(call.roundEnds))
 	for i := range out {
 		out[i] = overheadRT(percentile(call.roundSamples(i), 50), percentile(direct.roundSamples(i), 50), percentile(floor.roundSamples(i), 50))
+	}
+	return out
+}
+
+// roundRatios returns a's p50 over b's in each round, to three decimals.
+func roundRatios(a, b *benchSeries) []float64 {
+	out := make([]float64, len(a.roundEnds))
+	for i := range out {
+		out[i] = ratio(float64(percentile(a.roundSamples(i), 50)), float64(percentile(b.roundSamples(i), 50)))
+	}
+	return out
+}
+
+// roundBeyond returns call's overhead in round trips of floor beyond one
+// round trip of transport in each round: (call − direct − transport) /
+// floor, each that round's p50.
+func roundBeyond(call, direct, transport, floor *benchSeries) []float64 {
+	out := make([]float64, len(call.roundEnds))
+	for i := range out {
+		direct50 := percentile(direct.roundSamples(i), 50) + percentile(transport.roundSamples(i), 50)
+		out[i] = overheadRT(percentile(call.roundSamples(i), 50), direct50, percentile(floor.roundSamples(i), 50))
 	}
 	return out
 }
@@ -211,6 +241,91 @@ func rawRoundTrip(tr *natsbus.Transport, identity string, route a2a.Route, req [
 		}
 		return nil
 	}
+}
+
+// httpReplierPackage is the HTTP transport's floor.
+const httpReplierPackage = "github.com/fiskfleet/fiskfleet/integration/cmd/httpreplier"
+
+// mcpEchoRequest is an MCP echo call of the 2026-07-28 era as raw
+// JSON-RPC, the way the floor sends it.
+var mcpEchoRequest = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},` +
+	`"_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 + `",` +
+	`"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"0"}}}}`
+
+// postMCP POSTs body to url as a 2026-07-28 client sends method for tool
+// name, on hc, and returns the answer's bytes, failing on any status but
+// 200.
+func postMCP(ctx context.Context, hc *http.Client, url, method, name, body string, buf *bytes.Buffer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", mcp.ProtocolVersion20260728)
+	req.Header.Set("Mcp-Method", method)
+	req.Header.Set("Mcp-Name", name)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	buf.Reset()
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: got status %d: %.300s", method, resp.StatusCode, buf.Bytes())
+	}
+	return nil
+}
+
+// rawMCPEcho is an MCP echo call of the gateway at url as a plain HTTP
+// client makes it (the request http_floor sends), checked for echo's
+// output.
+func rawMCPEcho(url string) func(context.Context) error {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	var buf bytes.Buffer
+	return func(ctx context.Context) error {
+		if err := postMCP(ctx, hc, url, "tools/call", "echo", mcpEchoRequest, &buf); err != nil {
+			return err
+		}
+		if !bytes.Contains(buf.Bytes(), []byte(`hi\\n`)) || bytes.Contains(buf.Bytes(), []byte(`"isError":true`)) {
+			return fmt.Errorf("got %.300s, want echo's output", buf.Bytes())
+		}
+		return nil
+	}
+}
+
+// httpFloor captures the gateway's answer to one raw MCP echo call and
+// starts httpreplier answering with those bytes. It returns the floor's
+// series (the same request, POSTed by a plain net/http client on a
+// kept-alive connection) and the request's and the answer's sizes.
+func httpFloor(tb testing.TB, b *bus, gatewayURL string) (_ *benchSeries, reqBytes, replyBytes int) {
+	tb.Helper()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	tb.Cleanup(hc.CloseIdleConnections)
+	var buf bytes.Buffer
+	if err := postMCP(tb.Context(), hc, gatewayURL, "tools/call", "echo", mcpEchoRequest, &buf); err != nil {
+		tb.Fatalf("raw MCP echo call of the gateway: %v", err)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(`hi\n`)) {
+		tb.Fatalf("raw MCP echo call of the gateway: got %s, want echo's output", buf.Bytes())
+	}
+	reply := bytes.Clone(buf.Bytes())
+	payload := fleettest.WriteFile(tb, tb.TempDir(), "mcp-reply.json", string(reply))
+	p := fleettest.Start(tb, b.home.Env(), fisktest.Build(tb, httpReplierPackage, "httpreplier"), "--payload", payload)
+	p.WaitOutput(tb, "ready http://", fleettest.ReadyTimeout)
+	url := strings.TrimSpace(strings.TrimPrefix(p.Stdout(), "ready "))
+	return &benchSeries{name: "http_floor", run: func(ctx context.Context) error {
+		if err := postMCP(ctx, hc, url+"/mcp", "tools/call", "echo", mcpEchoRequest, &buf); err != nil {
+			return err
+		}
+		if buf.Len() != len(reply) {
+			return fmt.Errorf("got %d bytes, want %d", buf.Len(), len(reply))
+		}
+		return nil
+	}}, len(mcpEchoRequest), len(reply)
 }
 
 // baseFleet is the base revision's agent and gateway (make bench BASE=).

@@ -218,6 +218,32 @@ type benchReport struct {
 	MCPRemoteCallRT  float64   `json:"mcp_remote_call_overhead_rt"`
 	MCPRemoteCallRTs []float64 `json:"mcp_remote_call_overhead_rt_rounds"`
 
+	// MCPRawCall is mcp_call made by a plain net/http client instead of
+	// mcp-go's (the request http_floor sends, 2026-07-28 era, JSON
+	// answer): the gateway's overhead without an MCP client library's.
+	MCPRawCallP50 float64   `json:"mcp_raw_call_p50_us"`
+	MCPRawCallP99 float64   `json:"mcp_raw_call_p99_us"`
+	MCPRawCallRT  float64   `json:"mcp_raw_call_overhead_rt"`
+	MCPRawCallRTs []float64 `json:"mcp_raw_call_overhead_rt_rounds"`
+
+	// The HTTP transport's own round trip, in the same rounds: http_floor
+	// is a POST of the bytes of an MCP echo call of the 2026-07-28 era
+	// (http_request_bytes) to httpreplier, which answers with the bytes
+	// the gateway answered that call with (http_reply_bytes), by a plain
+	// net/http client on a kept-alive connection. http_floor_rt is its p50
+	// over call_floor's per round, the median: what one HTTP round trip
+	// costs in the unit every path is counted in. MCP calls cross HTTP,
+	// so mcp_call_beyond_http_rt is mcp_call's overhead less one
+	// http_floor, per round, the median: what the gateway and the MCP
+	// client add to HTTP itself.
+	HTTPRequestBytes int       `json:"http_request_bytes"`
+	HTTPReplyBytes   int       `json:"http_reply_bytes"`
+	HTTPFloorP50     float64   `json:"http_floor_p50_us"`
+	HTTPFloorP99     float64   `json:"http_floor_p99_us"`
+	HTTPFloorRT      float64   `json:"http_floor_rt"`
+	MCPBeyondHTTPRT  float64   `json:"mcp_call_beyond_http_rt"`
+	MCPBeyondHTTPRTs []float64 `json:"mcp_call_beyond_http_rt_rounds"`
+
 	// MCPOAuthCall is the same local call through a gateway that checks
 	// an OAuth access token on every request (expose.agent.mcp.auth), and
 	// its ratio over mcp_call of the same run (goal: within 1.05 at p50).
@@ -604,6 +630,7 @@ func TestBenchReport(t *testing.T) {
 	a2aCall := &benchSeries{name: "a2a_call", run: a2aEcho("bench")}
 	mcpCall := &benchSeries{name: "mcp_call", run: mcpEcho(mc, "echo")}
 	mcpRemote := &benchSeries{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo")}
+	mcpRaw := &benchSeries{name: "mcp_raw_call", run: rawMCPEcho(gw.URL)}
 	oauthCall := &benchSeries{name: "mcp_oauth_call", run: mcpEcho(oauth, "echo")}
 	stream := &benchSeries{name: "a2a_stream", run: func(ctx context.Context) error {
 		r, err := ac.StreamTool(ctx, "bench", "echo", echoInput, nil)
@@ -613,8 +640,9 @@ func TestBenchReport(t *testing.T) {
 		return nil
 	}}
 	floor, floorReq, floorReply := callFloor(t, b, tr, "bench")
-	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpRemote, oauthCall, stream, floor}
-	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_remote_call": mcpRemote}
+	hfloor, hReq, hReply := httpFloor(t, b, gw.URL)
+	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpRaw, mcpRemote, oauthCall, stream, floor, hfloor}
+	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote}
 	var basePaths map[string]*benchSeries
 	if base != nil {
 		bc := connectMCP(t, base.gateway.URL, nil)
@@ -624,6 +652,7 @@ func TestBenchReport(t *testing.T) {
 		basePaths = map[string]*benchSeries{
 			"a2a_call":        {name: "base_a2a_call", run: a2aEcho(baseIdentity)},
 			"mcp_call":        {name: "base_mcp_call", run: mcpEcho(bc, "echo")},
+			"mcp_raw_call":    {name: "base_mcp_raw_call", run: rawMCPEcho(base.gateway.URL)},
 			"mcp_remote_call": {name: "base_mcp_remote_call", run: mcpEcho(bc, baseIdentity+"_echo")},
 		}
 		for _, path := range overheadPaths {
@@ -655,12 +684,14 @@ func TestBenchReport(t *testing.T) {
 	figures := map[string]pathFigures{
 		"a2a_call":        {&rep.A2ACallP50, &rep.A2ACallP99, &rep.A2ACallRT, &rep.A2ACallRTs},
 		"mcp_call":        {&rep.MCPCallP50, &rep.MCPCallP99, &rep.MCPCallRT, &rep.MCPCallRTs},
+		"mcp_raw_call":    {&rep.MCPRawCallP50, &rep.MCPRawCallP99, &rep.MCPRawCallRT, &rep.MCPRawCallRTs},
 		"mcp_remote_call": {&rep.MCPRemoteCallP50, &rep.MCPRemoteCallP99, &rep.MCPRemoteCallRT, &rep.MCPRemoteCallRTs},
 	}
 	if base != nil {
 		bf := rep.baseFigures
 		figures["base_a2a_call"] = pathFigures{&bf.BaseA2ACallP50, &bf.BaseA2ACallP99, &bf.BaseA2ACallRT, &bf.BaseA2ACallRTs}
 		figures["base_mcp_call"] = pathFigures{&bf.BaseMCPCallP50, &bf.BaseMCPCallP99, &bf.BaseMCPCallRT, &bf.BaseMCPCallRTs}
+		figures["base_mcp_raw_call"] = pathFigures{&bf.BaseMCPRawCallP50, &bf.BaseMCPRawCallP99, &bf.BaseMCPRawCallRT, &bf.BaseMCPRawCallRTs}
 		figures["base_mcp_remote_call"] = pathFigures{&bf.BaseMCPRemoteCallP50, &bf.BaseMCPRemoteCallP99, &bf.BaseMCPRemoteCallRT, &bf.BaseMCPRemoteCallRTs}
 	}
 	var rows []overheadRow
@@ -678,6 +709,14 @@ func TestBenchReport(t *testing.T) {
 		}
 	}
 	rows = append(rows, overheadRow{name: "call_floor", p50: rep.CallFloorP50, p99: rep.CallFloorP99})
+	rep.HTTPRequestBytes, rep.HTTPReplyBytes = hReq, hReply
+	rep.HTTPFloorP50, rep.HTTPFloorP99 = p(hfloor, 50), p(hfloor, 99)
+	rep.HTTPFloorRT = median(roundRatios(hfloor, floor))
+	rep.MCPBeyondHTTPRTs = roundBeyond(mcpCall, direct, hfloor, floor)
+	rep.MCPBeyondHTTPRT = median(rep.MCPBeyondHTTPRTs)
+	rows = append(rows,
+		overheadRow{name: "http_floor", p50: rep.HTTPFloorP50, p99: rep.HTTPFloorP99, rt: rep.HTTPFloorRT},
+		overheadRow{name: "mcp_call beyond http", rt: rep.MCPBeyondHTTPRT, rts: rep.MCPBeyondHTTPRTs})
 	logOverheads(t, rows)
 	rep.MCPOAuthCallP50, rep.MCPOAuthCallP99 = p(oauthCall, 50), p(oauthCall, 99)
 	rep.MCPOAuthOverMCPP50, rep.MCPOAuthOverMCPP99 = ratio(rep.MCPOAuthCallP50, rep.MCPCallP50), ratio(rep.MCPOAuthCallP99, rep.MCPCallP99)
