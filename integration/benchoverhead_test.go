@@ -420,6 +420,15 @@ func TestRoundOverheads(t *testing.T) {
 	if got := call.roundSamples(1); !slices.Equal(got, us(4800, 4600, 5000)) {
 		t.Errorf("roundSamples(1): got %v, want the second round's", got)
 	}
+	// An HTTP round trip of one floor in the first round, two in the
+	// second, half of one in the third.
+	http := &benchSeries{samples: us(200, 200, 200, 800, 800, 800, 125, 125, 125), roundEnds: []int{3, 6, 9}}
+	if got, want := roundRatios(http, floor), []float64{1, 2, 0.5}; !slices.Equal(got, want) {
+		t.Errorf("roundRatios: got %v, want %v", got, want)
+	}
+	if got, want := roundBeyond(call, direct, http, floor), []float64{1, 0, 1.5}; !slices.Equal(got, want) {
+		t.Errorf("roundBeyond: got %v, want %v", got, want)
+	}
 }
 
 // TestInterleaveRounds runs every series the same number of times per
