@@ -47,7 +47,7 @@ BASE      ?=
 SOAK      ?= 10m
 SOAK_RATE ?= 10
 
-.PHONY: all build test lint fuzz bench bench-quick soak run tools clean dist dist-test
+.PHONY: all build test lint fuzz bench bench-quick bench-report soak run tools clean dist dist-test
 
 # Release metadata, from git. VERSION is the newest v* tag without its v
 # (1.2.3, or 1.2.3-4-gabcdef1 past it, -dirty with local changes); with
@@ -187,6 +187,11 @@ bench: tools
 # benchmark loop: about a minute.
 bench-quick:
 	@$(call benchreport,1)
+
+# bench-report writes make bench's full report alone, without the Go
+# benchmark loop before it: the figures to quote, in about five minutes.
+bench-report:
+	@$(call benchreport,)
 
 # benchreport runs TestBenchReport (integration/benchreport_test.go): real
 # agents, gateway and a transport-floor replier, measured in one run and
