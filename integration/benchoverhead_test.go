@@ -51,6 +51,10 @@ const (
 	gatewayAnonGoalMiB = 12
 )
 
+// callFloorIdle is how long the client and natsreplier idle before each
+// call_floor_idle request: about the demo's echo run on these machines.
+const callFloorIdle = 2 * time.Millisecond
+
 // overheadPaths are the call paths whose overhead is counted in round
 // trips, by their series names.
 var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_raw_call", "mcp_remote_call"}

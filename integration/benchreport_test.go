@@ -206,11 +206,22 @@ type benchReport struct {
 	// natsreplier answering with the bytes of the agent's reply
 	// (call_reply_bytes): one round trip of the transport alone, measured
 	// in the same rounds as the calls.
-	Rounds           int       `json:"rounds"`
-	CallRequestBytes int       `json:"call_request_bytes"`
-	CallReplyBytes   int       `json:"call_reply_bytes"`
-	CallFloorP50     float64   `json:"call_floor_p50_us"`
-	CallFloorP99     float64   `json:"call_floor_p99_us"`
+	Rounds           int     `json:"rounds"`
+	CallRequestBytes int     `json:"call_request_bytes"`
+	CallReplyBytes   int     `json:"call_reply_bytes"`
+	CallFloorP50     float64 `json:"call_floor_p50_us"`
+	CallFloorP99     float64 `json:"call_floor_p99_us"`
+	// CallFloorIdle is the same floor request sent after the client and
+	// natsreplier have both been idle for call_floor_idle_ms, about a
+	// command's run, as a call's reply finds its client and a call finds
+	// an agent between calls; call_floor_idle_rt is its p50 over
+	// call_floor's per round, the median. What it adds over the floor is
+	// the machine's wake-up of idle processes, which every call pays on
+	// its way there and back and a direct exec does not.
+	CallFloorIdleMS  float64   `json:"call_floor_idle_ms"`
+	CallFloorIdleP50 float64   `json:"call_floor_idle_p50_us"`
+	CallFloorIdleP99 float64   `json:"call_floor_idle_p99_us"`
+	CallFloorIdleRT  float64   `json:"call_floor_idle_rt"`
 	A2ACallRT        float64   `json:"a2a_call_overhead_rt"`
 	A2ACallRTs       []float64 `json:"a2a_call_overhead_rt_rounds"`
 	MCPCallRT        float64   `json:"mcp_call_overhead_rt"`
@@ -345,6 +356,9 @@ type benchSeries struct {
 	run       func(context.Context) error
 	samples   []time.Duration
 	roundEnds []int
+	// idle, when set, is slept before each timed call, outside its time:
+	// the call then reaches processes that have been idle that long.
+	idle time.Duration
 }
 
 // interleave is [interleaveRounds] in one round.
@@ -378,6 +392,9 @@ func interleaveRounds(tb testing.TB, series []*benchSeries, warmup, iterations, 
 			for i := range series {
 				s := series[(turn+i)%len(series)]
 				for j := 0; j < batch && len(s.samples) < until; j++ {
+					if s.idle > 0 {
+						time.Sleep(s.idle)
+					}
 					start := time.Now()
 					err := s.run(ctx)
 					d := time.Since(start)
@@ -641,7 +658,8 @@ func TestBenchReport(t *testing.T) {
 	}}
 	floor, floorReq, floorReply := callFloor(t, b, tr, "bench")
 	hfloor, hReq, hReply := httpFloor(t, b, gw.URL)
-	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpRaw, mcpRemote, oauthCall, stream, floor, hfloor}
+	idleFloor := &benchSeries{name: "call_floor_idle", run: floor.run, idle: callFloorIdle}
+	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpRaw, mcpRemote, oauthCall, stream, floor, idleFloor, hfloor}
 	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote}
 	var basePaths map[string]*benchSeries
 	if base != nil {
@@ -709,6 +727,10 @@ func TestBenchReport(t *testing.T) {
 		}
 	}
 	rows = append(rows, overheadRow{name: "call_floor", p50: rep.CallFloorP50, p99: rep.CallFloorP99})
+	rep.CallFloorIdleMS = float64(callFloorIdle) / float64(time.Millisecond)
+	rep.CallFloorIdleP50, rep.CallFloorIdleP99 = p(idleFloor, 50), p(idleFloor, 99)
+	rep.CallFloorIdleRT = median(roundRatios(idleFloor, floor))
+	rows = append(rows, overheadRow{name: "call_floor_idle", p50: rep.CallFloorIdleP50, p99: rep.CallFloorIdleP99, rt: rep.CallFloorIdleRT})
 	rep.HTTPRequestBytes, rep.HTTPReplyBytes = hReq, hReply
 	rep.HTTPFloorP50, rep.HTTPFloorP99 = p(hfloor, 50), p(hfloor, 99)
 	rep.HTTPFloorRT = median(roundRatios(hfloor, floor))
