@@ -3,6 +3,7 @@ package natsbus
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -44,6 +45,11 @@ func (r *Request) Reply(data []byte) error {
 	if err := r.req.Respond(data); err != nil {
 		return fmt.Errorf("replying: %w", err)
 	}
+	// Respond only buffers the reply and wakes nats.go's flusher, which
+	// then waits for this goroutine's processor: yield it, so the reply is
+	// written before the caller goes on to its audit record and log line
+	// (whose own goroutines would otherwise be scheduled first).
+	runtime.Gosched()
 	return nil
 }
 
