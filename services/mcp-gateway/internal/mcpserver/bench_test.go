@@ -1,8 +1,12 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -110,6 +114,40 @@ func BenchmarkMCPTaskEcho(b *testing.B) {
 		task := createTask(b, c, "echo", args, map[string]any{})
 		if res, _ := taskResult(b, c, task.TaskId); res.IsError {
 			b.Fatalf("got error %q", resultText(res))
+		}
+	}
+}
+
+// BenchmarkServeToolsCallBuiltin is the gateway's own work for one
+// 2026-07-28 tools/call, without the network or a process: the whole
+// handler chain (origin, authentication, body cap, session rules, the
+// call path, the audit trail's queueing) answering a call of an
+// in-process tool into a recorder.
+func BenchmarkServeToolsCallBuiltin(b *testing.B) {
+	facts, err := tool.NewFunc(tool.FuncSpec{
+		Name: "facts", Description: "Returns facts", Exposure: tool.ExposeMCP, Confirmation: tool.ConfirmNone,
+		Call: func(context.Context, tool.Request) (tool.Outcome, error) {
+			return tool.Outcome{JSON: json.RawMessage(`{"b":2}`)}, nil
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, _ := startServer(b, Config{}, []tool.Tool{facts})
+	h := s.Handler()
+	body := rawCall{name: "facts", args: `{}`}.body()
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
+		r.Header.Set(mcp.HeaderMethod, "tools/call")
+		r.Header.Set(mcp.HeaderName, "facts")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("got %d %s", w.Code, w.Body.Bytes())
 		}
 	}
 }
