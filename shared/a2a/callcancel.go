@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -46,14 +45,7 @@ func (c *Client) CancelsCalls(ctx context.Context, identity string) (bool, error
 	if _, ok := c.transport.(CallCanceler); !ok {
 		return false, nil
 	}
-	if known := c.cards.get(identity); known != nil {
-		return slices.Contains(known.card.Protocols, ProtocolCallCancel), nil
-	}
-	card, err := c.Discover(ctx, identity)
-	if err != nil {
-		return false, err
-	}
-	return slices.Contains(card.Protocols, ProtocolCallCancel), nil
+	return c.lists(ctx, identity, ProtocolCallCancel)
 }
 
 // CallToolCancelable calls tool name on the agent identity as [CallTool]

@@ -44,17 +44,23 @@ func (c *Client) Streams(ctx context.Context, identity string) (bool, error) {
 	if _, ok := c.transport.(StreamTransport); !ok {
 		return false, nil
 	}
+	// An agent that stops streaming is found out by the stream request
+	// itself (see StreamTool).
+	return c.lists(ctx, identity, ProtocolEvent)
+}
+
+// lists reports whether the card of the agent identity lists protocol:
+// from the card last discovered, without a round trip, or by discovering
+// it.
+func (c *Client) lists(ctx context.Context, identity, protocol string) (bool, error) {
 	if known := c.cards.get(identity); known != nil {
-		// Answered from the card last discovered, without a round trip:
-		// an agent that stops streaming is found out by the stream
-		// request itself (see StreamTool).
-		return slices.Contains(known.card.Protocols, ProtocolEvent), nil
+		return slices.Contains(known.card.Protocols, protocol), nil
 	}
 	card, err := c.Discover(ctx, identity)
 	if err != nil {
 		return false, err
 	}
-	return slices.Contains(card.Protocols, ProtocolEvent), nil
+	return slices.Contains(card.Protocols, protocol), nil
 }
 
 type statusKey struct{}

@@ -47,23 +47,7 @@ func TestAppendStreamMessages(t *testing.T) {
 			if ok != tt.direct {
 				t.Fatalf("direct: got %v, want %v", ok, tt.direct)
 			}
-			want, err := json.Marshal(tt.msg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok && !bytes.Equal(got, want) {
-				t.Errorf("direct: got %s, want json.Marshal's %s", got, want)
-			}
-			enc, err := Encode(tt.msg)
-			if err != nil {
-				t.Fatalf("Encode: %v", err)
-			}
-			if !bytes.Equal(enc, want) {
-				t.Errorf("Encode: got %s, want json.Marshal's %s", enc, want)
-			}
-			if err := mustValidator().validate(tt.msg.ProtocolID(), mustParse(t, enc)); err != nil {
-				t.Errorf("schema: %v", err)
-			}
+			enc := checkDirect(t, tt.msg, got, ok)
 			// Decode, direct or not, reads what json.Unmarshal reads (an
 			// invalid UTF-8 byte went out as U+FFFD and comes back as it).
 			back := reflect.New(reflect.TypeOf(tt.msg).Elem()).Interface().(Message)
@@ -74,7 +58,7 @@ func TestAppendStreamMessages(t *testing.T) {
 			if err != nil {
 				t.Fatalf("re-encoding the decoded message: %v", err)
 			}
-			want, _ = json.Marshal(back)
+			want, _ := json.Marshal(back)
 			if !bytes.Equal(again, want) {
 				t.Errorf("re-encoding the decoded message: got %s, want json.Marshal's %s", again, want)
 			}
@@ -83,6 +67,31 @@ func TestAppendStreamMessages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkDirect holds got, a direct encoding of msg when ok, and Encode's
+// encoding of msg to json.Marshal's bytes and to the schema, and returns
+// Encode's.
+func checkDirect(t *testing.T, msg Message, got []byte, ok bool) []byte {
+	t.Helper()
+	want, err := json.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok && !bytes.Equal(got, want) {
+		t.Errorf("direct: got %s, want json.Marshal's %s", got, want)
+	}
+	enc, err := Encode(msg)
+	if err != nil {
+		t.Fatalf("Encode: %v", err)
+	}
+	if !bytes.Equal(enc, want) {
+		t.Errorf("Encode: got %s, want json.Marshal's %s", enc, want)
+	}
+	if err := mustValidator().validate(msg.ProtocolID(), mustParse(t, enc)); err != nil {
+		t.Errorf("schema: %v", err)
+	}
+	return enc
 }
 
 // TestEncodeStreamTooLarge checks the direct path keeps the size cap.

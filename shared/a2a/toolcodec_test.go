@@ -63,23 +63,7 @@ func TestAppendToolMessages(t *testing.T) {
 			if ok != tt.direct {
 				t.Fatalf("direct: got %v, want %v", ok, tt.direct)
 			}
-			want, err := json.Marshal(tt.msg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok && !bytes.Equal(got, want) {
-				t.Errorf("direct: got %s, want json.Marshal's %s", got, want)
-			}
-			enc, err := Encode(tt.msg)
-			if err != nil {
-				t.Fatalf("Encode: %v", err)
-			}
-			if !bytes.Equal(enc, want) {
-				t.Errorf("Encode: got %s, want json.Marshal's %s", enc, want)
-			}
-			if err := mustValidator().validate(tt.msg.ProtocolID(), mustParse(t, enc)); err != nil {
-				t.Errorf("schema: %v", err)
-			}
+			enc := checkDirect(t, tt.msg, got, ok)
 			back := reflect.New(reflect.TypeOf(tt.msg).Elem()).Interface().(Message)
 			if err := Decode(enc, back); err != nil {
 				t.Fatalf("Decode: %v", err)
