@@ -120,6 +120,10 @@ func TestToolsCallMatchesMCPGo(t *testing.T) {
 		// Left to mcp-go: a task, a retry with input.
 		{name: "echo", args: `{"message":"hi"}`, extra: `,"task":{"ttl":60000}`},
 		{name: "echo", args: `{"message":"hi"}`, extra: `,"requestState":"x"`},
+		// Whatever the client accepts, mcp-go answers a call that sent
+		// no notification as JSON.
+		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{"Accept": "text/event-stream"}},
+		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{"Accept": "*/*"}},
 		// Headers mcp-go refuses.
 		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderName: "other"}},
 		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderMethod: "tools/list"}},
