@@ -23,6 +23,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
+	"github.com/fiskfleet/fiskfleet/shared/memtrim"
 )
 
 const (
@@ -62,10 +63,10 @@ var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_raw_call", "mcp_remote
 // baseFigures are the base revision's figures (make bench BASE=<rev>), the
 // same as the current ones' of the same names without the base_ prefix.
 // The report holds them only when a base was measured. The base services
-// carry the three call paths alone, so their _after memory follows a
-// lighter load than the current ones' (which serve the stream, first
-// output and discovery series too): compare the idle figures, and the
-// after figures as an upper bound of the base's.
+// carry the three call paths in the timed rounds; before its _after
+// memory is read, the base agent is given the rest of the current one's
+// load untimed ([baseLoad]), so both _after figures follow the same
+// calls.
 type baseFigures struct {
 	BaseRevision string `json:"base_revision"`
 
@@ -93,6 +94,8 @@ type baseFigures struct {
 	BaseAgentAnonAfter  float64 `json:"base_agent_anon_after_mib"`
 	BaseGatewayIdleAnon float64 `json:"base_gateway_idle_anon_mib"`
 	BaseGatewayAnonAft  float64 `json:"base_gateway_anon_after_mib"`
+	BaseAgentAnonQuiet  float64 `json:"base_agent_anon_quiet_mib"`
+	BaseGatewayAnonQt   float64 `json:"base_gateway_anon_quiet_mib"`
 }
 
 // pathFigures points at one path's figures in the report.
@@ -486,4 +489,55 @@ Swap:                  0 kB
 	if v, ok := anonMiB(os.Getpid()); !ok || v <= 0 {
 		t.Errorf("anonMiB(self): got %v, %v, want a positive figure", v, ok)
 	}
+}
+
+// baseLoad gives the base agent, untimed, what the current agent served
+// beyond the three call paths: as many streamed calls and first-output
+// tickers, and as many discoveries as its two discovery series (the
+// client's and the raw one) took together.
+func baseLoad(tb testing.TB, ac *a2a.Client, set benchSettings) {
+	tb.Helper()
+	ctx := tb.Context()
+	for i := range set.callWarmup + set.calls {
+		r, err := ac.StreamTool(ctx, baseIdentity, "echo", echoInput, nil)
+		if err != nil || r.IsError || r.Output != "hi\n" {
+			tb.Fatalf("base stream %d: got %+v (%v), want output \"hi\\n\"", i, r, err)
+		}
+	}
+	for i := range firstOutputIterations {
+		if _, err := firstEventStream(ctx, ac, baseIdentity); err != nil {
+			tb.Fatalf("base first output %d: %v", i, err)
+		}
+	}
+	for i := range 2 * (set.discoveryWarmup + set.discoveries) {
+		if r, err := ac.Discover(ctx, baseIdentity); err != nil || r.Name != baseIdentity {
+			tb.Fatalf("base discovery %d: got %+v (%v), want the card of %s", i, r, err, baseIdentity)
+		}
+	}
+}
+
+// quietWait is how long the load is over before the _quiet memory is
+// read: two of memtrim's periods, within which a quiet agent trims, and
+// a margin for a busy machine.
+const quietWait = 2*memtrim.DefaultPeriod + time.Second
+
+// quietAnon waits quietWait, then reads the _quiet anonymous memory of
+// the agent, the gateway and, when measured, the base's.
+func quietAnon(tb testing.TB, rep *benchReport, agent, gateway int, base *baseFleet) {
+	tb.Helper()
+	select {
+	case <-time.After(quietWait):
+	case <-tb.Context().Done():
+		tb.Fatal("interrupted while the fleet went quiet")
+	}
+	rep.AgentAnonQuiet = mustAnon(tb, "a2a-agent", agent)
+	rep.GatewayAnonQuiet = mustAnon(tb, "mcp-gateway", gateway)
+	tb.Logf("quiet for %s after the load: a2a-agent anonymous %.2f MiB (%s); mcp-gateway anonymous %.2f MiB (%s)", quietWait,
+		rep.AgentAnonQuiet, goalMark(rep.AgentAnonQuiet, agentAnonGoalMiB), rep.GatewayAnonQuiet, goalMark(rep.GatewayAnonQuiet, gatewayAnonGoalMiB))
+	if base == nil {
+		return
+	}
+	rep.BaseAgentAnonQuiet = mustAnon(tb, "base a2a-agent", base.agent.PID)
+	rep.BaseGatewayAnonQt = mustAnon(tb, "base mcp-gateway", base.gateway.PID)
+	tb.Logf("base %s quiet: a2a-agent anonymous %.2f MiB, mcp-gateway anonymous %.2f MiB", rep.BaseRevision, rep.BaseAgentAnonQuiet, rep.BaseGatewayAnonQt)
 }

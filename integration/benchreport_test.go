@@ -307,6 +307,10 @@ type benchReport struct {
 	AgentAnonAfter   float64 `json:"agent_anon_after_mib"`
 	GatewayIdleAnon  float64 `json:"gateway_idle_anon_mib"`
 	GatewayAnonAfter float64 `json:"gateway_anon_after_mib"`
+	// _quiet is the same once the load has been over for quietWait:
+	// what a process holds between bursts, after the agent's memtrim.
+	AgentAnonQuiet   float64 `json:"agent_anon_quiet_mib"`
+	GatewayAnonQuiet float64 `json:"gateway_anon_quiet_mib"`
 
 	// Idle resident memory after start and the settle; _after is the
 	// same process once every series above has run through it.
@@ -808,11 +812,16 @@ func TestBenchReport(t *testing.T) {
 		rep.AgentRSSAfter, rep.AgentAnonAfter, goalMark(rep.AgentAnonAfter, agentAnonGoalMiB),
 		rep.GatewayRSSAfter, rep.GatewayAnonAfter, goalMark(rep.GatewayAnonAfter, gatewayAnonGoalMiB))
 	if base != nil {
+		// The base agent has served the three call paths only: give it
+		// the rest of the current agent's load too, then measure it as
+		// the current one was measured, right after.
+		baseLoad(t, ac, set)
 		rep.BaseAgentAnonAfter = mustAnon(t, "base a2a-agent", base.agent.PID)
 		rep.BaseGatewayAnonAft = mustAnon(t, "base mcp-gateway", base.gateway.PID)
-		t.Logf("base %s after the load: a2a-agent anonymous %.2f MiB (%s), mcp-gateway anonymous %.2f MiB (%s)", rep.BaseRevision,
+		t.Logf("base %s after the same load: a2a-agent anonymous %.2f MiB (%s), mcp-gateway anonymous %.2f MiB (%s)", rep.BaseRevision,
 			rep.BaseAgentAnonAfter, goalMark(rep.BaseAgentAnonAfter, agentAnonGoalMiB), rep.BaseGatewayAnonAft, goalMark(rep.BaseGatewayAnonAft, gatewayAnonGoalMiB))
 	}
+	quietAnon(t, &rep, agent.PID, gw.PID, base)
 
 	// Where the calls spend their time: a second agent and gateway,
 	// tracing into a receiver in this process.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -40,6 +41,12 @@ type root struct {
 }
 
 func main() {
+	// Nothing can read this process's heap profile (no pprof endpoint is
+	// served), yet a linked runtime/pprof (nats-server's, through
+	// natscontext) keeps the runtime sampling allocations into it: about
+	// 0.4 MiB of anonymous memory per agent after a load of calls. Set
+	// before anything else, as the runtime asks.
+	runtime.MemProfileRate = 0
 	var r root
 	bi := buildinfo.New(version, commit, date)
 	kctx := kong.Parse(&r,
