@@ -25,6 +25,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+	"github.com/fiskfleet/fiskfleet/shared/memtrim"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing/otlp"
@@ -303,8 +304,10 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	// Start-up leaves garbage behind (the application's introspection
 	// JSON, the schema compiler's work, the libraries' init): megabytes
 	// an idle gateway would otherwise keep resident. Collect it and hand
-	// the pages back once, before serving.
+	// the pages back once, before serving; and again after each burst of
+	// calls, once the gateway has gone quiet (see memtrim).
 	debug.FreeOSMemory()
+	go memtrim.Trimmer{Logger: log}.Run(ctx)
 	if ln != nil {
 		return srv.ServeListener(ctx, ln)
 	}
