@@ -35,6 +35,13 @@
 // does not know with JSON-RPC -32602, as the MCP specification prescribes,
 // and offers no hook to turn that into a result.
 //
+// A 2026-07-28 call of an ungated tool that asks for no progress, task or
+// retry needs nothing of mcp-go's per-request machinery (a session, a
+// notification forwarder): the gateway answers it itself, through the
+// same handler and with the bytes mcp-go would write (see callfast.go).
+// A finished call's log line and audit record are written after its
+// answer has gone (see trail.go).
+//
 // # Approval
 //
 // The gate asks the human on the other end through a form with one required
