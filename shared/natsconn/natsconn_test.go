@@ -107,6 +107,11 @@ func TestDrainAnswersWhatIsQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The subscription must be on the server before another connection
+	// sends to it, or the first requests find no responders.
+	if err := server.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	caller := srv.Connect(t)
 	inbox := nats.NewInbox()
 	replies, err := caller.SubscribeSync(inbox)

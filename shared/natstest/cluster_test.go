@@ -1,6 +1,7 @@
 package natstest_test
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -229,13 +230,19 @@ func TestStartJetStreamCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js1.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "T", Replicas: 3})
+	// A new replicated stream elects a leader of its own before it takes
+	// writes, which on a loaded machine can outlast the client's default
+	// five seconds: give both steps time.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	kv, err := js1.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "T", Replicas: 3})
 	if err != nil {
 		t.Fatalf("creating a bucket of 3 replicas: %v", err)
 	}
-	if _, err := kv.PutString(t.Context(), "k", "v"); err != nil {
-		t.Fatal(err)
-	}
+	fisktest.WaitFor(t, 30*time.Second, "the bucket to take a write", func() bool {
+		_, err := kv.PutString(ctx, "k", "v")
+		return err == nil
+	})
 	js3, err := jetstream.New(c.Servers[2].Connect(t))
 	if err != nil {
 		t.Fatal(err)
@@ -244,8 +251,10 @@ func TestStartJetStreamCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := kv3.Get(t.Context(), "k")
-	if err != nil || string(e.Value()) != "v" {
-		t.Fatalf("reading through another member: got %v, %v, want v", e, err)
-	}
+	// A bucket's reads may be served by any replica, and one may apply
+	// the write a moment after the leader acknowledged it.
+	fisktest.WaitFor(t, 30*time.Second, "the value to be read through another member", func() bool {
+		e, err := kv3.Get(ctx, "k")
+		return err == nil && string(e.Value()) == "v"
+	})
 }
