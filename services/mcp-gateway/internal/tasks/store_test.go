@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -278,7 +279,11 @@ func TestKVBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewKV(t.Context(), js, KVConfig{Bucket: "FLEET_T", Replicas: 3})
+	// A new replicated stream elects its own leader first, which on a
+	// loaded machine can outlast the client's default five seconds.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	s, err := NewKV(ctx, js, KVConfig{Bucket: "FLEET_T", Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +298,7 @@ func TestKVBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewKV(t.Context(), js3, KVConfig{Bucket: "FLEET_T", Replicas: 3}); err != nil {
+	if _, err := NewKV(ctx, js3, KVConfig{Bucket: "FLEET_T", Replicas: 3}); err != nil {
 		t.Errorf("opening the existing bucket through another member: %v", err)
 	}
 	if err := s.Ready(t.Context()); err != nil {
