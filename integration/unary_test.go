@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,54 +18,26 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/fiskv1test"
+	"github.com/fiskfleet/fiskfleet/shared/natstest"
 )
 
 // busWatch counts what is published on the tool, stream and control
-// subjects of every identity, as a subscriber on the bus sees it.
-type busWatch struct {
-	mu sync.Mutex // guards n
-	n  map[string]int
-}
+// subjects of every identity.
+type busWatch struct{ *natstest.SubjectCounter }
 
-func watchBus(tb testing.TB, nc *nats.Conn) *busWatch {
+func watchBus(tb testing.TB, nc *nats.Conn) busWatch {
 	tb.Helper()
-	w := &busWatch{n: map[string]int{}}
-	for _, s := range []string{natsbus.ToolSubject("*"), natsbus.StreamSubject("*"), "choria.fisk-ai.control.>"} {
-		if _, err := nc.Subscribe(s, func(m *nats.Msg) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			w.n[m.Subject]++
-		}); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := nc.Flush(); err != nil {
-		tb.Fatal(err)
-	}
-	return w
-}
-
-// take returns the counts since the last take and starts afresh.
-func (w *busWatch) take() map[string]int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := w.n
-	w.n = map[string]int{}
-	return n
+	return busWatch{natstest.CountSubjects(tb, nc, natsbus.ToolSubject("*"), natsbus.StreamSubject("*"), "choria.fisk-ai.control.>")}
 }
 
 // settle waits until subject was seen at least once, then returns every
 // count since the last take.
-func (w *busWatch) settle(tb testing.TB, subject string) map[string]int {
+func (w busWatch) settle(tb testing.TB, subject string) map[string]int {
 	tb.Helper()
-	fisktest.WaitFor(tb, 10*time.Second, "a message on "+subject, func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.n[subject] > 0
-	})
+	fisktest.WaitFor(tb, 10*time.Second, "a message on "+subject, func() bool { return w.Seen(subject) > 0 })
 	// A moment for anything else the call sent to arrive too.
 	time.Sleep(100 * time.Millisecond)
-	return w.take()
+	return w.Take()
 }
 
 // ppid returns the parent of pid, from /proc.
@@ -131,7 +102,7 @@ func TestMCPRemoteUnary(t *testing.T) {
 	tool, stream, control := natsbus.ToolSubject("demo"), natsbus.StreamSubject("demo"), natsbus.CallControlSubject("demo")
 
 	t.Run("no progressToken: unary", func(t *testing.T) {
-		w.take()
+		w.Take()
 		if cr := mcpCommandResult(t, "demo_echo", callMCP(t, c, "demo_echo", map[string]any{"message": "hi"})); cr.Output != "hi\n" {
 			t.Fatalf("demo_echo: got %+v, want the echo", cr)
 		}
@@ -141,7 +112,7 @@ func TestMCPRemoteUnary(t *testing.T) {
 	})
 
 	t.Run("progressToken: streamed with progress", func(t *testing.T) {
-		w.take()
+		w.Take()
 		req := mcp.CallToolRequest{}
 		req.Params.Name = "demo_ticker"
 		req.Params.Arguments = map[string]any{"every": "100ms", "count": 10}
@@ -162,11 +133,11 @@ func TestMCPRemoteUnary(t *testing.T) {
 	})
 
 	t.Run("notifications/cancelled kills the remote group", func(t *testing.T) {
-		w.take()
+		w.Take()
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		pid, done := callSpawn(t, ctx, c, "demo_spawn")
-		if got := w.take(); got[tool] != 1 || got[stream] != 0 || got[control] != 0 {
+		if got := w.Take(); got[tool] != 1 || got[stream] != 0 || got[control] != 0 {
 			t.Errorf("on the bus before the cancel: got %v, want one unary request", got)
 		}
 		cancelled := time.Now()

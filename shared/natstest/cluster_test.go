@@ -2,6 +2,7 @@ package natstest_test
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -257,4 +258,28 @@ func TestStartJetStreamCluster(t *testing.T) {
 		e, err := kv3.Get(ctx, "k")
 		return err == nil && string(e.Value()) == "v"
 	})
+}
+
+// TestCountSubjects counts what is published on each subject its
+// wildcards match, from the moment it returns, and starts afresh on Take.
+func TestCountSubjects(t *testing.T) {
+	srv := natstest.Start(t)
+	c := natstest.CountSubjects(t, srv.Connect(t), "a.*", "b.>")
+	pub := srv.Connect(t)
+	for _, s := range []string{"a.x", "a.x", "a.y", "b.c.d", "c.x", "a.x.y"} {
+		if err := pub.Publish(s, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fisktest.WaitFor(t, 10*time.Second, "four subjects counted", func() bool { return c.Seen("b.c.d") == 1 && c.Seen("a.y") == 1 })
+	want := map[string]int{"a.x": 2, "a.y": 1, "b.c.d": 1}
+	if got := c.Take(); !maps.Equal(got, want) {
+		t.Errorf("counts: got %v, want %v", got, want)
+	}
+	if got := c.Take(); len(got) != 0 {
+		t.Errorf("counts after Take: got %v, want none", got)
+	}
 }

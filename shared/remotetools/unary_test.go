@@ -159,37 +159,11 @@ func (a *busAgent) run(req *a2a.ToolRequest) *a2a.ToolReply {
 	return &a2a.ToolReply{Output: out.Result.Output, Exec: &a2a.Exec{Command: out.Result.Command, ExitCode: out.Result.ExitCode}}
 }
 
-// subjectCounter counts the messages published on the tool and stream
-// subjects of every identity.
-type subjectCounter struct {
-	mu sync.Mutex // guards n
-	n  map[string]int
-}
-
-func countSubjects(t *testing.T, nc *nats.Conn) *subjectCounter {
+// countSubjects counts the messages published on the tool and stream
+// subjects and the control subjects of every identity.
+func countSubjects(t *testing.T, nc *nats.Conn) *natstest.SubjectCounter {
 	t.Helper()
-	sc := &subjectCounter{n: map[string]int{}}
-	for _, s := range []string{natsbus.ToolSubject("*"), natsbus.StreamSubject("*"), "choria.fisk-ai.control.>"} {
-		if _, err := nc.Subscribe(s, func(m *nats.Msg) {
-			sc.mu.Lock()
-			defer sc.mu.Unlock()
-			sc.n[m.Subject]++
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return sc
-}
-
-func (sc *subjectCounter) take() map[string]int {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	n := sc.n
-	sc.n = map[string]int{}
-	return n
+	return natstest.CountSubjects(t, nc, natsbus.ToolSubject("*"), natsbus.StreamSubject("*"), "choria.fisk-ai.control.>")
 }
 
 // TestRemoteCallPath imports agents over real NATS with the real client and
@@ -241,7 +215,7 @@ func TestRemoteCallPath(t *testing.T) {
 			if tt.output {
 				req.Output = &buf
 			}
-			sc.take()
+			sc.Take()
 			out, err := byName[tt.tool].Call(ctx, req)
 			if err != nil || out.IsError || out.Result == nil || out.Result.Output != "hi\n" || !strings.HasSuffix(out.Result.Command, "echo -- hi") {
 				t.Fatalf("got %q (error %t), %v, want the echo's CommandResult", out.Text(), out.IsError, err)
@@ -249,7 +223,7 @@ func TestRemoteCallPath(t *testing.T) {
 			host := strings.TrimSuffix(tt.tool, "_echo")
 			var got map[string]int
 			fisktest.WaitFor(t, 10*time.Second, "the request on the bus", func() bool {
-				got = sc.take()
+				got = sc.Take()
 				return len(got) > 0
 			})
 			subject := natsbus.ToolSubject(host)
@@ -330,7 +304,7 @@ func TestRemoteUnaryCancel(t *testing.T) {
 				t.Errorf("got %+v, %v, want an in-band failure", r.out, r.err)
 			}
 			fisktest.WaitFor(t, 10*time.Second, "the remote grandchild to die", func() bool { return fisktest.ProcessGone(pid) })
-			got := sc.take()
+			got := sc.Take()
 			if got[natsbus.ToolSubject("fast")] != 1 || got[natsbus.CallControlSubject("fast")] != 1 || got[natsbus.StreamSubject("fast")] != 0 {
 				t.Errorf("on the bus: got %v, want one unary request and one cancel", got)
 			}
