@@ -1,12 +1,10 @@
 package integration_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -46,18 +44,18 @@ func TestApprovalsWebBrowser(t *testing.T) {
 	f := newApprFleet(t)
 	f.serve(t, "apprweb", 1, map[string]any{"operator": true, "timeout": "60s"}, nil)
 	_, b := startWebApprover(t, f)
-	if ev := b.next(t, "ready"); ev.Who != "alice" {
+	if ev := b.Next(t, "ready"); ev.Who != "alice" {
 		t.Errorf("signed in as %q, want alice", ev.Who)
 	}
 
 	// Approved from the page: the command runs, once.
 	marker := filepath.Join(t.TempDir(), "deployed")
 	cli := f.callDeploy(t, "apprweb", "ci", marker, true)
-	seen := b.next(t, "seen")
+	seen := b.Next(t, "seen")
 	if seen.Tool != "deploy" || !strings.Contains(seen.Command, "--marker="+marker) || seen.Caller != "ci (claimed)" {
 		t.Errorf("the page showed %+v, want deploy writing %s for the claimed caller ci", seen, marker)
 	}
-	b.next(t, "approved")
+	b.Next(t, "approved")
 	if code := cli.Wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("caller: exit %d, want 0\n%s", code, cli.Output())
 	}
@@ -78,11 +76,11 @@ func TestApprovalsWebBrowser(t *testing.T) {
 	// Denied from the page with a reason: the caller is told, nothing runs.
 	marker2 := filepath.Join(t.TempDir(), "deployed")
 	cli = f.callDeploy(t, "apprweb", "ci", marker2, true)
-	seen = b.next(t, "seen")
+	seen = b.Next(t, "seen")
 	if !strings.Contains(seen.Command, "--marker="+marker2) {
 		t.Errorf("the page showed %q, want the deploy writing %s", seen.Command, marker2)
 	}
-	b.next(t, "denied")
+	b.Next(t, "denied")
 	if code := cli.Wait(t, 20*time.Second); code != 1 {
 		t.Errorf("caller: exit %d, want 1\n%s", code, cli.Output())
 	}
@@ -100,13 +98,13 @@ func TestApprovalsWebBrowser(t *testing.T) {
 	// A caller that gives up leaves the open page by itself.
 	marker3 := filepath.Join(t.TempDir(), "deployed")
 	cli = f.callDeploy(t, "apprweb", "ci", marker3, true)
-	b.next(t, "seen")
-	t.Logf("screenshot: %s", b.next(t, "screenshot").Path)
+	b.Next(t, "seen")
+	t.Logf("screenshot: %s", b.Next(t, "screenshot").Path)
 	cli.Signal(t, syscall.SIGINT)
-	if ev := b.next(t, "gone"); ev.Feed != "stream" {
+	if ev := b.Next(t, "gone"); ev.Feed != "stream" {
 		t.Errorf("the page followed the list by %q, want the event stream", ev.Feed)
 	}
-	b.wait(t)
+	b.Wait(t)
 	if code := cli.Wait(t, 20*time.Second); code != 1 || fileExists(marker3) {
 		t.Errorf("caller: exit %d, marker written %t, want 1 and nothing run\n%s", code, fileExists(marker3), cli.Output())
 	}
@@ -122,7 +120,7 @@ func TestApprovalsWebBrowserMCP(t *testing.T) {
 	t.Parallel()
 	f := newApprFleet(t)
 	gw, b := startWebApprover(t, f)
-	if ev := b.next(t, "ready"); ev.Who != "alice" {
+	if ev := b.Next(t, "ready"); ev.Who != "alice" {
 		t.Errorf("signed in as %q, want alice", ev.Who)
 	}
 	c := connectMCP(t, gw.URL, nil)
@@ -155,11 +153,11 @@ func TestApprovalsWebBrowserMCP(t *testing.T) {
 	// Approved from the page: the command runs, once.
 	marker := filepath.Join(t.TempDir(), "deployed")
 	done := deploy(t.Context(), marker)
-	seen := b.next(t, "seen")
+	seen := b.Next(t, "seen")
 	if seen.Tool != "deploy" || !strings.Contains(seen.Command, "--marker="+marker) {
 		t.Errorf("the page showed %+v, want deploy writing %s", seen, marker)
 	}
-	b.next(t, "approved")
+	b.Next(t, "approved")
 	o := result(done)
 	if o.err != nil || o.res.IsError {
 		t.Fatalf("approved call: got %v, %+v, want a result", o.err, o.res)
@@ -179,8 +177,8 @@ func TestApprovalsWebBrowserMCP(t *testing.T) {
 	// Denied from the page: the client is told why, nothing runs.
 	marker2 := filepath.Join(t.TempDir(), "deployed")
 	done = deploy(t.Context(), marker2)
-	seen = b.next(t, "seen")
-	b.next(t, "denied")
+	seen = b.Next(t, "seen")
+	b.Next(t, "denied")
 	o = result(done)
 	if want := "operator alice denied approval " + seen.ID + ": not during the freeze"; o.err != nil || !o.res.IsError || !strings.Contains(mcpText(o.res), want) {
 		t.Errorf("denied call: got %v, %q, want an in-band error saying %q", o.err, mcpText(o.res), want)
@@ -193,13 +191,13 @@ func TestApprovalsWebBrowserMCP(t *testing.T) {
 	marker3 := filepath.Join(t.TempDir(), "deployed")
 	ctx, cancel := context.WithCancel(t.Context())
 	done = deploy(ctx, marker3)
-	b.next(t, "seen")
-	t.Logf("screenshot: %s", b.next(t, "screenshot").Path)
+	b.Next(t, "seen")
+	t.Logf("screenshot: %s", b.Next(t, "screenshot").Path)
 	cancel()
-	if ev := b.next(t, "gone"); ev.Feed != "stream" {
+	if ev := b.Next(t, "gone"); ev.Feed != "stream" {
 		t.Errorf("the page followed the list by %q, want the event stream", ev.Feed)
 	}
-	b.wait(t)
+	b.Wait(t)
 	result(done)
 	if fileExists(marker3) {
 		t.Error("the cancelled deploy ran")
@@ -212,7 +210,7 @@ const webApproverToken = "alice-approves-0123456789abcdef"
 // startWebApprover starts `mcp-gateway serve` of the demo app with
 // operator approvals on and a token for approver alice, and the browser
 // script, signed in to its /approvals page as alice.
-func startWebApprover(tb testing.TB, f *apprFleet) (*gatewayProcess, *browserRun) {
+func startWebApprover(tb testing.TB, f *apprFleet) (*gatewayProcess, *fisktest.Script) {
 	tb.Helper()
 	root, err := fleettest.WorkspaceRoot()
 	if err != nil {
@@ -235,14 +233,14 @@ func startWebApprover(tb testing.TB, f *apprFleet) (*gatewayProcess, *browserRun
 	gw := startGateway(tb, append(f.home.Env(), "APPROVALS_ALICE_TOKEN="+webApproverToken), gwCfg)
 	page := strings.TrimSuffix(gw.URL, "/mcp") + "/approvals"
 	requireApprovalsPage(tb, page)
-	b := startBrowserScript(tb, node, filepath.Join(root, browserScript), map[string]string{
+	b := fisktest.StartScript(tb, node, filepath.Join(root, browserScript), map[string]string{
 		"APPROVALS_URL":    page,
 		"APPROVALS_TOKEN":  webApproverToken,
 		"APPROVALS_REASON": "not during the freeze",
 		"APPROVALS_OUT":    tb.TempDir(),
 		"PLAYWRIGHT_CORE":  pw,
 		"CHROMIUM":         browserChromium,
-	})
+	}, 4*time.Minute)
 	return gw, b
 }
 
@@ -274,100 +272,3 @@ func webRecord(tb testing.TB, f *apprFleet, marker string) *audit.Record {
 	return recs[0]
 }
 
-// browserEvent is one line integration/browser/approvals.mjs prints.
-type browserEvent struct {
-	Event   string `json:"event"`
-	Who     string `json:"who"`
-	ID      string `json:"id"`
-	Tool    string `json:"tool"`
-	Command string `json:"command"`
-	Caller  string `json:"caller"`
-	Message string `json:"message"`
-	Path    string `json:"path"`
-	Feed    string `json:"feed"`
-}
-
-// browserRun is the running script: its events, its exit, its stderr.
-type browserRun struct {
-	events chan browserEvent
-	done   chan error
-	stderr *fisktest.Buffer
-}
-
-// startBrowserScript runs script under node in a process group of its
-// own, killed whole (node and its Chromium) by its id when the test ends.
-func startBrowserScript(tb testing.TB, node, script string, env map[string]string) *browserRun {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	cmd := exec.CommandContext(ctx, node, script)
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	b := &browserRun{events: make(chan browserEvent, 16), done: make(chan error, 1), stderr: &fisktest.Buffer{}}
-	cmd.Stderr = b.stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		cancel()
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		tb.Fatalf("starting %s: %v", script, err)
-	}
-	tb.Cleanup(func() {
-		cancel()
-		err := <-b.done
-		b.done <- err
-	})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var ev browserEvent
-			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event != "" {
-				b.events <- ev
-			}
-		}
-		close(b.events)
-		err := cmd.Wait()
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever the group left
-		b.done <- err
-	}()
-	return b
-}
-
-// next waits for the script's next event and fails tb unless it is want.
-func (b *browserRun) next(tb testing.TB, want string) browserEvent {
-	tb.Helper()
-	select {
-	case ev, ok := <-b.events:
-		if !ok {
-			tb.Fatalf("the browser script ended before %q:\n%s", want, b.stderr)
-		}
-		if ev.Event != want {
-			tb.Fatalf("the browser script said %+v, want %q", ev, want)
-		}
-		return ev
-	case <-time.After(time.Minute):
-		tb.Fatalf("the browser script said nothing within a minute, waiting for %q:\n%s", want, b.stderr)
-	}
-	return browserEvent{}
-}
-
-// wait waits for the script to exit and fails tb unless it succeeded.
-func (b *browserRun) wait(tb testing.TB) {
-	tb.Helper()
-	for range b.events {
-	}
-	select {
-	case err := <-b.done:
-		b.done <- err
-		if err != nil {
-			tb.Fatalf("the browser script failed: %v\n%s", err, b.stderr)
-		}
-	case <-time.After(time.Minute):
-		tb.Fatal("the browser script did not exit within a minute")
-	}
-}
