@@ -271,4 +271,3 @@ func webRecord(tb testing.TB, f *apprFleet, marker string) *audit.Record {
 	}
 	return recs[0]
 }
-

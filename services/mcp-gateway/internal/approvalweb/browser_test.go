@@ -95,4 +95,3 @@ func TestPageInChromium(t *testing.T) {
 		t.Errorf("no screenshot at %s: %v", shot, err)
 	}
 }
-
