@@ -1,0 +1,7 @@
+package audit
+
+// Conforms exposes [Record.conforms] to the tests.
+func Conforms(r *Record) bool { return r.conforms() }
+
+// Bound exposes [Record.bound] to the tests.
+func Bound(r *Record) { r.bound(r.Time) }
