@@ -40,8 +40,12 @@ TESTFLAGS ?=
 BENCH_OUT ?= bin/bench.json
 # BASE, a git revision, adds that revision's a2a-agent and mcp-gateway to
 # the report, measured beside the current ones in the same rounds (the
-# base_* figures): `make bench-quick BASE=main`.
+# base_* figures): `make bench-quick BASE=main`. BASE_ENV, NAME=value
+# settings separated by spaces, is added to the base services' environment
+# only: `make bench-quick BASE=HEAD BASE_ENV=GOMAXPROCS=1` measures a
+# runtime setting against the services as they run today.
 BASE      ?=
+BASE_ENV  ?=
 # SOAK is how long `make soak` drives the dev fleet, SOAK_RATE its calls
 # per second.
 SOAK      ?= 10m
@@ -212,7 +216,7 @@ benchreport = set -e; mkdir -p $(dir $(BENCH_OUT)); base=; \
 	fi; \
 	cd integration && \
 	FISKFLEET_BENCH_OUT=$(abspath $(BENCH_OUT)) FISKFLEET_BENCH_QUICK=$(1) CGO_ENABLED=0 \
-	FISKFLEET_BENCH_BASE=$${base:+$$base/bin} FISKFLEET_BENCH_BASE_REV="$(BASE)" \
+	FISKFLEET_BENCH_BASE=$${base:+$$base/bin} FISKFLEET_BENCH_BASE_REV="$(BASE)" FISKFLEET_BENCH_BASE_ENV="$(BASE_ENV)" \
 	go test -run '^TestBenchReport$$' -count=1 -timeout 30m -v .
 
 # run builds the dev fleet launcher and execs it, so Ctrl-C and SIGTERM

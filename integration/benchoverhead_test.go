@@ -34,6 +34,11 @@ const (
 	// benchBaseRevEnv is the revision those binaries were built from, as
 	// make was given it, for the report.
 	benchBaseRevEnv = "FISKFLEET_BENCH_BASE_REV"
+	// benchBaseEnvEnv holds NAME=value settings, space-separated, added to
+	// the environment of the base services only (make bench
+	// BASE_ENV=...): with BASE=HEAD it measures a runtime setting, such as
+	// GOMAXPROCS or GOGC, against the services as they run today.
+	benchBaseEnvEnv = "FISKFLEET_BENCH_BASE_ENV"
 	// benchRounds is how many rounds the call series run in: each round
 	// interleaves every series, the floor among them, and the overhead is
 	// computed per round, then the median taken.
@@ -346,10 +351,11 @@ type baseFleet struct {
 // current ones are.
 func startBase(tb testing.TB, b *bus, dir string) *baseFleet {
 	tb.Helper()
+	env := append(b.home.Env(), strings.Fields(os.Getenv(benchBaseEnvEnv))...)
 	cfg := fleettest.WriteAgentConfig(tb, b.demoAgent(tb, baseIdentity, 2))
-	agent := fleettest.Start(tb, b.home.Env(), filepath.Join(dir, "a2a-agent"), "serve", "--config", cfg)
+	agent := fleettest.Start(tb, env, filepath.Join(dir, "a2a-agent"), "serve", "--config", cfg)
 	agent.WaitOutput(tb, fleettest.A2AServingLog, fleettest.ReadyTimeout)
-	gw := startGatewayBinary(tb, b.home.Env(), filepath.Join(dir, "mcp-gateway"), b.gatewayConfig(tb, "0", baseIdentity))
+	gw := startGatewayBinary(tb, env, filepath.Join(dir, "mcp-gateway"), b.gatewayConfig(tb, "0", baseIdentity))
 	return &baseFleet{agent: agent, gateway: gw}
 }
 
