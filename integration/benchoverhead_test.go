@@ -220,8 +220,9 @@ func goalMark(v, goal float64) string {
 // callFloor captures the agent identity's reply to one encoded echo call
 // and starts natsreplier answering that request's size with those bytes
 // on [floorIdentity]'s tool subject. It returns the floor's series: the
-// same request through tr, the transport the A2A calls use, and the
-// request's and the reply's sizes.
+// same request through tr, the transport the A2A calls use, counting this
+// process and the replier (see procFigures), and the request's and the
+// reply's sizes.
 func callFloor(tb testing.TB, b *bus, tr *natsbus.Transport, identity string) (_ *benchSeries, reqBytes, replyBytes int) {
 	tb.Helper()
 	req, err := a2a.Encode(a2a.NewToolRequest(a2a.Participant{Name: "bench-report"}, identity, "echo", echoInput))
@@ -240,7 +241,11 @@ func callFloor(tb testing.TB, b *bus, tr *natsbus.Transport, identity string) (_
 	p := fleettest.Start(tb, b.home.Env(), fisktest.Build(tb, natsReplierPackage, "natsreplier"),
 		"--url", b.ns.URL(), "--subject", natsbus.ToolSubject(floorIdentity), "--payload", payload)
 	p.WaitOutput(tb, "ready", fleettest.ReadyTimeout)
-	return &benchSeries{name: "call_floor", run: rawRoundTrip(tr, floorIdentity, a2a.RouteTool, req, len(reply), 0)}, len(req), len(reply)
+	return &benchSeries{
+		name:  "call_floor",
+		run:   rawRoundTrip(tr, floorIdentity, a2a.RouteTool, req, len(reply), 0),
+		procs: []benchProc{benchSelf, {"replier", p.PID}},
+	}, len(req), len(reply)
 }
 
 // rawRoundTrip sends req to identity's route through tr and checks only
@@ -312,7 +317,8 @@ func rawMCPEcho(url string) func(context.Context) error {
 // httpFloor captures the gateway's answer to one raw MCP echo call and
 // starts httpreplier answering with those bytes. It returns the floor's
 // series (the same request, POSTed by a plain net/http client on a
-// kept-alive connection) and the request's and the answer's sizes.
+// kept-alive connection, counting this process and the replier) and the
+// request's and the answer's sizes.
 func httpFloor(tb testing.TB, b *bus, gatewayURL string) (_ *benchSeries, reqBytes, replyBytes int) {
 	tb.Helper()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
@@ -329,7 +335,7 @@ func httpFloor(tb testing.TB, b *bus, gatewayURL string) (_ *benchSeries, reqByt
 	p := fleettest.Start(tb, b.home.Env(), fisktest.Build(tb, httpReplierPackage, "httpreplier"), "--payload", payload)
 	p.WaitOutput(tb, "ready http://", fleettest.ReadyTimeout)
 	url := strings.TrimSpace(strings.TrimPrefix(p.Stdout(), "ready "))
-	return &benchSeries{name: "http_floor", run: func(ctx context.Context) error {
+	return &benchSeries{name: "http_floor", procs: []benchProc{benchSelf, {"replier", p.PID}}, run: func(ctx context.Context) error {
 		if err := postMCP(ctx, hc, url+"/mcp", "tools/call", "echo", mcpEchoRequest, &buf); err != nil {
 			return err
 		}

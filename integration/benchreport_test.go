@@ -116,7 +116,8 @@ const (
 // efficiency are plain numbers. Schema 2 added the round-trip overheads,
 // the call floor, anonymous memory, the stage breakdown (stages_*, see
 // benchstages_test.go) and the base_* figures; every key of schema 1
-// keeps its meaning.
+// keeps its meaning. Schema 3 added the CPU time and context switches
+// per call of each process a call crosses (procFigures).
 //
 // Latencies are the p50 and p99 (nearest rank, see [percentile]) of the
 // timed iterations of a series:
@@ -340,6 +341,7 @@ type benchReport struct {
 	Fleet3PerS   float64 `json:"fleet3_per_s"`
 	FleetRatio   float64 `json:"fleet_ratio"`
 
+	procFigures      // <series>_{cpu_us,vcsw,ivcsw}_per_call_<proc>: see benchprocs_test.go
 	knowledgeFigures // knowledge_*: see knowledge_bench_test.go
 	toolsListFigures // tools_list_*: see toolslist_bench_test.go
 
@@ -363,6 +365,13 @@ type benchSeries struct {
 	// idle, when set, is slept before each timed call, outside its time:
 	// the call then reaches processes that have been idle that long.
 	idle time.Duration
+	// procs, when set, are the processes whose CPU time and context
+	// switches are read before and after each timed batch; usage holds
+	// the sums of those differences, in procs' order (see procFigures).
+	// The readings fall between batches, never inside a timed call; a
+	// series with idle would be charged with its sleeps too.
+	procs []benchProc
+	usage []procUsage
 }
 
 // interleave is [interleaveRounds] in one round.
@@ -376,6 +385,7 @@ func interleave(tb testing.TB, series []*benchSeries, warmup, iterations, batch 
 // every series in batches taken in turn (the first series of a turn
 // rotates), so a slow spell of the machine falls on every series alike,
 // and a figure computed per round compares series measured side by side.
+// The usage of a series' procs is read around each of its timed batches.
 // It fails tb on the first failed call.
 func interleaveRounds(tb testing.TB, series []*benchSeries, warmup, iterations, batch, rounds int) {
 	tb.Helper()
@@ -388,6 +398,18 @@ func interleaveRounds(tb testing.TB, series []*benchSeries, warmup, iterations, 
 		}
 		s.samples = make([]time.Duration, 0, iterations)
 		s.roundEnds = make([]int, 0, rounds)
+		s.usage = make([]procUsage, len(s.procs))
+	}
+	var pr procReader
+	read := func(s *benchSeries, selfFirst bool) []procUsage {
+		if len(s.procs) == 0 {
+			return nil
+		}
+		u, err := pr.read(s.procs, selfFirst)
+		if err != nil {
+			tb.Fatalf("%s: reading the usage of its processes: %v", s.name, err)
+		}
+		return u
 	}
 	turn := 0
 	for r := range rounds {
@@ -395,6 +417,10 @@ func interleaveRounds(tb testing.TB, series []*benchSeries, warmup, iterations, 
 		for ; len(series[0].samples) < until; turn++ {
 			for i := range series {
 				s := series[(turn+i)%len(series)]
+				if len(s.samples) >= until {
+					continue
+				}
+				before := read(s, false)
 				for j := 0; j < batch && len(s.samples) < until; j++ {
 					if s.idle > 0 {
 						time.Sleep(s.idle)
@@ -406,6 +432,9 @@ func interleaveRounds(tb testing.TB, series []*benchSeries, warmup, iterations, 
 						tb.Fatalf("%s iteration %d: %v", s.name, len(s.samples), err)
 					}
 					s.samples = append(s.samples, d)
+				}
+				for k, u := range read(s, true) {
+					s.usage[k] = s.usage[k].add(u.sub(before[k]))
 				}
 			}
 		}
@@ -573,7 +602,7 @@ func TestBenchReport(t *testing.T) {
 	}
 	began := time.Now()
 	rep := benchReport{
-		Schema: 2, Mode: set.mode, GoVersion: runtime.Version(),
+		Schema: 3, Mode: set.mode, GoVersion: runtime.Version(),
 		Timestamp: began.UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Load1mStart: load1m(),
 		Iterations:  set.calls, WarmupIterations: set.callWarmup, Batch: set.callBatch,
@@ -648,10 +677,12 @@ func TestBenchReport(t *testing.T) {
 		}
 		return nil
 	}}
-	a2aCall := &benchSeries{name: "a2a_call", run: a2aEcho("bench")}
-	mcpCall := &benchSeries{name: "mcp_call", run: mcpEcho(mc, "echo")}
-	mcpRemote := &benchSeries{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo")}
-	mcpRaw := &benchSeries{name: "mcp_raw_call", run: rawMCPEcho(gw.URL)}
+	agentProc, gwProc := benchProc{"agent", agent.PID}, benchProc{"gateway", gw.PID}
+	direct.procs = []benchProc{benchSelf}
+	a2aCall := &benchSeries{name: "a2a_call", run: a2aEcho("bench"), procs: []benchProc{benchSelf, agentProc}}
+	mcpCall := &benchSeries{name: "mcp_call", run: mcpEcho(mc, "echo"), procs: []benchProc{benchSelf, gwProc}}
+	mcpRemote := &benchSeries{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo"), procs: []benchProc{benchSelf, gwProc, agentProc}}
+	mcpRaw := &benchSeries{name: "mcp_raw_call", run: rawMCPEcho(gw.URL), procs: []benchProc{benchSelf, gwProc}}
 	oauthCall := &benchSeries{name: "mcp_oauth_call", run: mcpEcho(oauth, "echo")}
 	stream := &benchSeries{name: "a2a_stream", run: func(ctx context.Context) error {
 		r, err := ac.StreamTool(ctx, "bench", "echo", echoInput, nil)
@@ -744,6 +775,15 @@ func TestBenchReport(t *testing.T) {
 		overheadRow{name: "http_floor", p50: rep.HTTPFloorP50, p99: rep.HTTPFloorP99, rt: rep.HTTPFloorRT},
 		overheadRow{name: "mcp_call beyond http", rt: rep.MCPBeyondHTTPRT, rts: rep.MCPBeyondHTTPRTs})
 	logOverheads(t, rows)
+	for _, s := range calls {
+		if len(s.procs) == 0 {
+			continue
+		}
+		if err := rep.procFigures.set(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logProcFigures(t, calls)
 	rep.MCPOAuthCallP50, rep.MCPOAuthCallP99 = p(oauthCall, 50), p(oauthCall, 99)
 	rep.MCPOAuthOverMCPP50, rep.MCPOAuthOverMCPP99 = ratio(rep.MCPOAuthCallP50, rep.MCPCallP50), ratio(rep.MCPOAuthCallP99, rep.MCPCallP99)
 	t.Logf("mcp_oauth_call over mcp_call: ×%.3f p50, ×%.3f p99", rep.MCPOAuthOverMCPP50, rep.MCPOAuthOverMCPP99)
