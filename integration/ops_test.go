@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -427,4 +428,48 @@ func sortedKeys(m map[string]float64) []string {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestAgentProcs checks that a serving agent runs on one P unless
+// GOMAXPROCS says otherwise, and says which on its serving line, and that
+// calls on it are served concurrently all the same: a command that waits
+// holds no P.
+func TestAgentProcs(t *testing.T) {
+	b := newBus(t)
+	cfg := fleettest.WriteAgentConfig(t, b.demoAgent(t, "procs", 4))
+	for _, tt := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"default", nil, "gomaxprocs=1"},
+		{"GOMAXPROCS set", []string{"GOMAXPROCS=3"}, "gomaxprocs=3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := fleettest.StartAgent(t, append(b.home.Env(), tt.env...), cfg)
+			line := ""
+			for l := range strings.Lines(p.Stderr()) {
+				if strings.Contains(l, fleettest.A2AServingLog) {
+					line = l
+				}
+			}
+			if !strings.Contains(line, tt.want) {
+				t.Fatalf("serving line: got %q, want %s", line, tt.want)
+			}
+			start := time.Now()
+			outs := callMany(b.client, 4, "procs", "sleep", `{"duration":"2s"}`, 60*time.Second, nil)
+			for _, o := range outs {
+				if o.err != nil || o.reply.IsError {
+					t.Fatalf("sleep call: got %+v (%v)", o.reply, o.err)
+				}
+			}
+			// Four two-second sleeps on four slots: together, not one after
+			// another, which would take eight seconds.
+			if took := time.Since(start); took >= 6*time.Second {
+				t.Errorf("four concurrent sleeps took %s, want them to overlap", took)
+			}
+			p.Signal(t, syscall.SIGTERM)
+			p.Wait(t, fleettest.StopGrace)
+		})
+	}
 }

@@ -26,6 +26,23 @@ var (
 	date    = ""
 )
 
+// serveProcs runs a serving agent on one P (GOMAXPROCS=1) unless the
+// GOMAXPROCS environment variable says otherwise. An agent's own work per
+// call is tens of microseconds of decoding, checking and encoding; the
+// commands run in processes of their own, and the runtime forks one child
+// at a time whatever the number of Ps. What a second P adds is a second
+// thread to wake for each goroutine hand-off of a call, and waking an idle
+// CPU is what a call pays most for on small VMs: `make bench BASE=HEAD
+// BASE_ENV=GOMAXPROCS=1` measured the overhead of an A2A call down by a
+// round trip of the transport or more, with the same calls per second
+// under 16 concurrent callers. An identity scales by running more
+// processes, each of them one P.
+func serveProcs() {
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		runtime.GOMAXPROCS(1)
+	}
+}
+
 type root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 	logging.Flags
@@ -57,6 +74,9 @@ func main() {
 	)
 	log, err := r.Logger(os.Stderr)
 	kctx.FatalIfErrorf(err)
+	if kctx.Command() == "serve" {
+		serveProcs()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

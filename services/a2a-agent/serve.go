@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -176,7 +177,8 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		"queue_group", cfg.Identity,
 		"audit_subject", cfg.AuditSubject(),
 		"tools", strings.Join(names, ","),
-		"dropped", len(srv.Dropped()))
+		"dropped", len(srv.Dropped()),
+		"gomaxprocs", runtime.GOMAXPROCS(0))
 	// Start-up leaves garbage behind (the application's introspection
 	// JSON, the schema compiler's work, the libraries' init): a few
 	// megabytes the runtime would otherwise keep resident for as long as
