@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -446,7 +447,7 @@ func TestAgentProcs(t *testing.T) {
 		{"GOMAXPROCS set", []string{"GOMAXPROCS=3"}, "gomaxprocs=3"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := fleettest.StartAgent(t, append(b.home.Env(), tt.env...), cfg)
+			p := fleettest.StartAgent(t, append(withoutProcs(b.home.Env()), tt.env...), cfg)
 			line := ""
 			for l := range strings.Lines(p.Stderr()) {
 				if strings.Contains(l, fleettest.A2AServingLog) {
@@ -472,4 +473,59 @@ func TestAgentProcs(t *testing.T) {
 			p.Wait(t, fleettest.StopGrace)
 		})
 	}
+}
+
+// TestGatewayProcs checks that a serving gateway runs on one P unless
+// GOMAXPROCS says otherwise or it keeps a knowledge index, and says which
+// on its serving line.
+func TestGatewayProcs(t *testing.T) {
+	b := newBus(t)
+	plain := b.gatewayConfig(t, "0")
+	withKnowledge := fleettest.WriteAgentConfig(t, fleettest.Agent{
+		Identity:        "kb",
+		ApplicationPath: fleettest.FiskDemo(t),
+		NATSContext:     fleetContext,
+		MCP:             map[string]any{"builtins": []string{"knowledge_search"}},
+		Extra:           map[string]any{"knowledge": map[string]any{"directory": t.TempDir()}},
+	})
+	for _, tt := range []struct {
+		name string
+		cfg  string
+		env  []string
+		want string
+	}{
+		{"default", plain, nil, "gomaxprocs=1"},
+		{"GOMAXPROCS set", plain, []string{"GOMAXPROCS=3"}, "gomaxprocs=3"},
+		// The runtime's own default: GOMAXPROCS=2 names it on a machine
+		// of any size.
+		{"knowledge index", withKnowledge, []string{"GOMAXPROCS=2"}, "gomaxprocs=2"},
+		{"knowledge index, runtime default", withKnowledge, nil, fmt.Sprintf("gomaxprocs=%d", runtime.GOMAXPROCS(0))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, set := os.LookupEnv("GOMAXPROCS"); set && tt.env == nil && tt.cfg == withKnowledge {
+				t.Skip("GOMAXPROCS is set for this test process: the runtime's default is not known here")
+			}
+			gw := startGateway(t, append(withoutProcs(b.home.Env()), tt.env...), tt.cfg)
+			// The address line on stdout can come before the log line.
+			gw.WaitOutput(t, "serving over MCP", fleettest.ReadyTimeout)
+			line := ""
+			for l := range strings.Lines(gw.Stderr()) {
+				if strings.Contains(l, "serving over MCP") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, tt.want) {
+				t.Fatalf("serving line: got %q, want %s", line, tt.want)
+			}
+			if err := rawMCPEcho(gw.URL)(t.Context()); err != nil {
+				t.Fatalf("echo call: %v", err)
+			}
+		})
+	}
+}
+
+// withoutProcs is env without a GOMAXPROCS this test process may have
+// been given, so that a service started in it picks its own.
+func withoutProcs(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
 }

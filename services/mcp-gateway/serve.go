@@ -37,6 +37,32 @@ type env struct {
 	stdout    io.Writer
 	version   string
 	lookupEnv func(string) (string, bool)
+	// setProcs is runtime.GOMAXPROCS in the binary ([serveProcs]); nil
+	// leaves the process as it is, as tests that run a command in their
+	// own process want.
+	setProcs func(int) int
+}
+
+// serveProcs runs a serving gateway on one P (GOMAXPROCS=1) unless the
+// GOMAXPROCS environment variable says otherwise or the gateway keeps a
+// knowledge index. A call's own work in the gateway is tens of
+// microseconds; its command runs in a process of its own, or on an agent,
+// and the runtime forks one child at a time however many Ps there are.
+// What a second P adds is a second thread to wake for each goroutine
+// hand-off of a call, and waking an idle CPU is what a call pays most for
+// on small VMs: `make bench BASE=HEAD BASE_ENV=GOMAXPROCS=1` measured the
+// overhead of local and remote MCP calls down by up to a round trip of the
+// transport, with the same calls per second under 16 concurrent clients.
+// Indexing knowledge is CPU work of its own, minutes of it for a large
+// directory, which on one P would share the CPU with the calls, so a
+// gateway with `knowledge` keeps the runtime's default.
+func serveProcs(cfg *config.Config, e env) {
+	if e.setProcs == nil || cfg.Knowledge != nil {
+		return
+	}
+	if _, set := e.lookupEnv("GOMAXPROCS"); !set {
+		e.setProcs(1)
+	}
 }
 
 // Address defaults: the loopback interface, so serving beyond this host is
@@ -57,6 +83,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if err != nil {
 		return err
 	}
+	serveProcs(cfg, e)
 	m := cfg.Expose.Agent.MCP
 	token := ""
 	if m.AuthTokenEnv != "" {

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -373,7 +374,8 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	s.log.Info("serving over MCP", "agent", s.cfg.Identity, "address", ln.Addr().String(), "tools", len(s.Served()))
+	s.log.Info("serving over MCP", "agent", s.cfg.Identity, "address", ln.Addr().String(), "tools", len(s.Served()),
+		"gomaxprocs", runtime.GOMAXPROCS(0))
 	if s.cfg.Listening != nil {
 		s.cfg.Listening(ln.Addr())
 	}
