@@ -2,9 +2,13 @@ package fiskapp_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,12 +50,14 @@ func BenchmarkCallEcho(b *testing.B) {
 	echo := demoCommand(b, fiskapp.Options{}, "echo")
 	req := tool.Request{Input: echoInput}
 	b.ReportAllocs()
+	sw := startSwitches(b)
 	for b.Loop() {
 		out, err := echo.Call(b.Context(), req)
 		if err != nil || out.Result == nil || out.Result.ExitCode != 0 {
 			b.Fatalf("got %+v, %v", out, err)
 		}
 	}
+	sw.report(b)
 }
 
 // BenchmarkExecEchoDirect runs the argv Call would run with a plain
@@ -62,11 +68,85 @@ func BenchmarkExecEchoDirect(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	sw := startSwitches(b)
 	for b.Loop() {
 		if _, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 			b.Fatal(err)
 		}
 	}
+	sw.report(b)
+}
+
+// BenchmarkCallEchoStreamed is BenchmarkCallEcho with a live writer, as a
+// streamed call runs it.
+func BenchmarkCallEchoStreamed(b *testing.B) {
+	echo := demoCommand(b, fiskapp.Options{}, "echo")
+	var live bytes.Buffer
+	req := tool.Request{Input: echoInput, Output: &live}
+	b.ReportAllocs()
+	sw := startSwitches(b)
+	for b.Loop() {
+		live.Reset()
+		out, err := echo.Call(b.Context(), req)
+		if err != nil || out.Result == nil || out.Result.ExitCode != 0 || live.String() != out.Result.Output {
+			b.Fatalf("got %+v, %v, live %q", out, err, live.String())
+		}
+	}
+	sw.report(b)
+}
+
+// switches counts the voluntary context switches of this process's
+// threads across a benchmark loop: how often a thread blocked and had to be
+// woken again. On a small virtual machine, waking an idle vCPU costs more
+// than the work a call does, so this is reported beside ns/op.
+type switches struct {
+	start int64
+	ok    bool
+}
+
+// startSwitches reads the count before the loop; call it right before
+// b.Loop.
+func startSwitches(b *testing.B) switches {
+	n, ok := voluntarySwitches()
+	return switches{start: n, ok: ok}
+}
+
+// report adds the switches per iteration as the metric "ctxsw/op", where
+// /proc can tell (Linux).
+func (s switches) report(b *testing.B) {
+	n, ok := voluntarySwitches()
+	if !s.ok || !ok || b.N == 0 {
+		return
+	}
+	b.ReportMetric(float64(n-s.start)/float64(b.N), "ctxsw/op")
+}
+
+// voluntarySwitches sums voluntary_ctxt_switches over the threads of this
+// process. A thread that exited takes its count with it, which the Go
+// runtime, keeping its threads, rarely does.
+func voluntarySwitches() (int64, bool) {
+	paths, err := filepath.Glob("/proc/self/task/*/status")
+	if err != nil || len(paths) == 0 {
+		return 0, false
+	}
+	var total int64
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		_, rest, ok := bytes.Cut(b, []byte("\nvoluntary_ctxt_switches:"))
+		if !ok {
+			return 0, false
+		}
+		line, _, _ := bytes.Cut(rest, []byte("\n"))
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		total += n
+	}
+	return total, true
 }
 
 // BenchmarkArgv is the in-process part of a call: input check and fisk's
