@@ -1,4 +1,0 @@
-package fiskapp
-
-// AwaitExit is awaitExit for the external tests.
-var AwaitExit = awaitExit
