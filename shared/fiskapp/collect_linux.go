@@ -76,16 +76,20 @@ func (c *collection) poll() (bool, error) {
 	defer unix.Close(c.rfd)
 	c.bound.attach(ep.SetReadDeadline)
 
+	var (
+		events [2]unix.EpollEvent
+		n      int
+		werr   error
+	)
+	ready := func(fd uintptr) bool {
+		n, werr = unix.EpollWait(int(fd), events[:], 0)
+		return n > 0 || (werr != nil && werr != unix.EINTR)
+	}
 	var rerr error
 	open, exited := true, false
 	for open || !exited {
-		var events [2]unix.EpollEvent
-		var n int
-		var werr error
-		err := rc.Read(func(fd uintptr) bool {
-			n, werr = unix.EpollWait(int(fd), events[:], 0)
-			return n > 0 || (werr != nil && werr != unix.EINTR)
-		})
+		n, werr = 0, nil
+		err := rc.Read(ready)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			if !exited {
 				// Past the bound the command is still running: it

@@ -137,7 +137,7 @@ func (r *runner) run(ctx context.Context, argv []string, live io.Writer) (*tool.
 		return nil, fmt.Errorf("%w: %w", ErrInterrupted, ctx.Err())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("running %s: %w", argv[0], err)
+		return nil, fmt.Errorf("collecting %s: %w", argv[0], err)
 	}
 	return &tool.CommandResult{
 		ExitCode:  exitCode(cmd.ProcessState),
