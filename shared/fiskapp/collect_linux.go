@@ -38,12 +38,14 @@ const maxReadsPerWake = 16
 // the command exits or the bound passes, with no other goroutine to hand
 // the output or the exit over.
 //
-// Measured on a two-CPU virtual machine, this takes some 7 voluntary context
-// switches per short call off the 20 of os/exec's copy and context
-// goroutines with a pidfd wait.
+// Measured on a two-CPU virtual machine (BenchmarkCallEcho, ctxsw/op), a
+// short call costs this process about 11 voluntary context switches this
+// way, against about 18 with os/exec's copy and context goroutines, and 14
+// for a plain exec.Command(...).CombinedOutput().
 //
-// The pidfd also keeps the command unreaped until its output is collected,
-// so its process group cannot be reused while a kill may still reach it.
+// Seen through the pidfd, the exit leaves the command unreaped until its
+// output is collected, so its process group id cannot be reused while a
+// kill may still reach it.
 // poll reports false, having done nothing, where pidfds or epoll are
 // unavailable (before Linux 5.3, or refused by a sandbox).
 func (c *collection) poll() (bool, error) {

@@ -178,7 +178,9 @@ func (c *collection) collect() error {
 }
 
 // waitAside collects with a goroutine that waits for the exit while the
-// calling one reads: for systems without pidfds.
+// calling one reads: for systems without pidfds. The exit is only seen once
+// the command is reaped, so a kill racing with it may, as with os/exec,
+// signal a group id already free for reuse.
 func (c *collection) waitAside() error {
 	f := os.NewFile(uintptr(c.rfd), "output")
 	defer f.Close()
