@@ -8,13 +8,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
+	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
 // BenchmarkLoadNATSCLI measures tool loading for the largest fisk
@@ -93,6 +99,39 @@ func BenchmarkCallEchoStreamed(b *testing.B) {
 		}
 	}
 	sw.report(b)
+}
+
+// BenchmarkCallEchoCollect is BenchmarkCallEcho with a recording span,
+// as a traced agent runs it, and reports the median time from the exit
+// being seen (tracing.EventExited) to Call returning: the "collect" stage
+// of make bench's stage breakdown.
+func BenchmarkCallEchoCollect(b *testing.B) {
+	echo := demoCommand(b, fiskapp.Options{}, "echo")
+	req := tool.Request{Input: echoInput}
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+	tracer := sdk.Tracer("bench")
+	var collect []time.Duration
+	sw := startSwitches(b)
+	for b.Loop() {
+		ctx, span := tracer.Start(b.Context(), "command run")
+		out, err := echo.Call(ctx, req)
+		returned := time.Now()
+		if err != nil || out.Result == nil || out.Result.ExitCode != 0 {
+			b.Fatalf("got %+v, %v", out, err)
+		}
+		for _, ev := range span.(sdktrace.ReadOnlySpan).Events() {
+			if ev.Name == tracing.EventExited {
+				collect = append(collect, returned.Sub(ev.Time))
+			}
+		}
+		span.End()
+	}
+	sw.report(b)
+	if len(collect) > 0 {
+		slices.Sort(collect)
+		b.ReportMetric(float64(collect[len(collect)/2].Microseconds()), "collect-p50-us")
+	}
 }
 
 // switches counts the voluntary context switches of this process's

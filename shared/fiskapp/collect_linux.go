@@ -89,7 +89,7 @@ func (c *collection) poll() (bool, error) {
 		return n > 0 || (werr != nil && werr != unix.EINTR)
 	}
 	var rerr error
-	open, exited := true, false
+	open, exited, bounded := true, false, false
 	for open || !exited {
 		n, werr = 0, nil
 		err := rc.Read(ready)
@@ -132,6 +132,12 @@ func (c *collection) poll() (bool, error) {
 				open = false
 				_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, c.rfd, nil)
 			}
+		}
+		if exited && open && !bounded {
+			// Only now, with the pipe drained and still open: a
+			// timer set for every call could wake a thread.
+			bounded = true
+			c.bound.within(c.delay)
 		}
 	}
 	return true, waitResult(c.cmd.Wait(), rerr)

@@ -189,6 +189,7 @@ func (c *collection) waitAside() error {
 	go func() {
 		err := c.cmd.Wait()
 		c.exited()
+		c.bound.within(c.delay)
 		waited <- err
 	}()
 	_, rerr := c.out.ReadFrom(f)
@@ -202,12 +203,10 @@ func (c *collection) waitAside() error {
 }
 
 // exited records that the command has exited: from now on its context
-// ending no longer interrupts it, and the output is read for at most delay
-// more.
+// ending no longer interrupts it. The caller bounds the rest of the read.
 func (c *collection) exited() {
 	tracing.Event(c.span, tracing.EventExited)
 	c.g.exited()
-	c.bound.within(c.delay)
 }
 
 // waitResult is the error of a collection from that of Wait and that of
