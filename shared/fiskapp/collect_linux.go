@@ -76,7 +76,11 @@ func (c *collection) poll() (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	defer unix.Close(c.rfd)
+	defer func() {
+		if c.rfd >= 0 {
+			_ = unix.Close(c.rfd)
+		}
+	}()
 	c.bound.attach(ep.SetReadDeadline)
 
 	var (
@@ -89,7 +93,7 @@ func (c *collection) poll() (bool, error) {
 		return n > 0 || (werr != nil && werr != unix.EINTR)
 	}
 	var rerr error
-	open, exited, bounded := true, false, false
+	open, exited, bounded, watchingExit := true, false, false, true
 	for open || !exited {
 		n, werr = 0, nil
 		err := rc.Read(ready)
@@ -117,7 +121,6 @@ func (c *collection) poll() (bool, error) {
 			if int(ev.Fd) == pidfd && !exited {
 				exited = true
 				c.exited()
-				_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, pidfd, nil)
 			}
 		}
 		for _, ev := range events[:n] {
@@ -128,10 +131,20 @@ func (c *collection) poll() (bool, error) {
 			if err != nil {
 				rerr = err
 			}
-			if eof || err != nil {
-				open = false
-				_ = unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, c.rfd, nil)
-			}
+			open = !eof && err == nil
+		}
+		// What is done leaves the set only when polling goes on, so the
+		// exit, which usually comes last, is followed by as few system
+		// calls as can be before the result.
+		if exited && open && watchingExit {
+			watchingExit = false
+			epollDelNow(epfd, pidfd)
+		}
+		if !open && !exited && c.rfd >= 0 {
+			// Closed by hand, for the same reason the reads are raw.
+			epollDelNow(epfd, c.rfd)
+			_, _, _ = unix.RawSyscall(unix.SYS_CLOSE, uintptr(c.rfd), 0, 0)
+			c.rfd = -1
 		}
 		if exited && open && !bounded {
 			// Only now, with the pipe drained and still open: a
@@ -167,9 +180,9 @@ func (c *collection) drain() (eof bool, err error) {
 	return false, nil
 }
 
-// epollWaitNow is epoll_wait that returns at once, and readNow read(2) of
-// a non-blocking descriptor. Neither can block, so both are made as raw
-// system calls, which the runtime's scheduler does not hear of. A plain
+// epollWaitNow is epoll_wait that returns at once, readNow read(2) of a
+// non-blocking descriptor, and epollDelNow removes fd from an epoll set.
+// None can block, so all are made as raw system calls, which the runtime's scheduler does not hear of. A plain
 // system call made after the process was idle wakes the runtime's monitor
 // thread (sysmon), which then polls every 20 µs until the process is idle
 // again; measured on a two-CPU virtual machine, that is most of the thread
@@ -181,6 +194,10 @@ func epollWaitNow(epfd int, events []unix.EpollEvent) (int, error) {
 		return 0, e
 	}
 	return int(r), nil
+}
+
+func epollDelNow(epfd, fd int) {
+	_, _, _ = unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), unix.EPOLL_CTL_DEL, uintptr(fd), 0, 0, 0)
 }
 
 func readNow(fd int, p []byte) (int, error) {
