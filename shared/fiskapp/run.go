@@ -447,8 +447,8 @@ func (w *capWriter) ReadFrom(r io.Reader) (int64, error) {
 	}
 }
 
-// fill calls read once with the space the next bytes go to, and keeps or
-// counts what it read.
+// fill calls read once with the space the next bytes go to, never empty,
+// and keeps or counts what it read.
 func (w *capWriter) fill(read func([]byte) (int, error)) (int, error) {
 	var p []byte
 	keeping := len(w.buf) < w.limit
