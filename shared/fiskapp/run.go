@@ -42,9 +42,10 @@ var defaultCredentialEnv = []string{
 // adds to them.
 func DefaultCredentialEnv() []string { return slices.Clone(defaultCredentialEnv) }
 
-// waitDelayMargin is how long Wait waits, past the kill grace, for the
-// output pipe to close. The group SIGKILL normally closes it; the margin only
-// matters for a descendant that left the group (setsid) and kept the pipe.
+// waitDelayMargin is how long the output is still read, past the kill
+// grace, once the command has exited or its context has ended. The group
+// SIGKILL normally closes the pipe by then; the margin only matters for a
+// descendant that left the group (setsid) and kept the pipe.
 const waitDelayMargin = time.Second
 
 // stderrSnippet caps the stderr kept from a failed introspection for the
@@ -58,6 +59,8 @@ type runner struct {
 	// scrub is the set of environment variable names removed from every
 	// child's environment.
 	scrub map[string]struct{}
+	// portable, set by tests, collects as on systems without pidfds.
+	portable bool
 }
 
 func newRunner(opts Options) *runner {
@@ -74,47 +77,182 @@ func newRunner(opts Options) *runner {
 // run runs argv to completion in its own process group and returns its exit
 // code and capped, interleaved output; Command is left for the caller. live,
 // when not nil, is handed each piece of the kept output as it is read.
+//
+// The calling goroutine does all the waiting: it reads the output and sees
+// the exit itself (see [collection]), and the context's end is handled by
+// [context.AfterFunc], so a call starts no goroutine unless its context
+// ends. On a small virtual machine every hand-off between goroutines can be
+// a thread wake-up, and those cost more than the work of a short call.
 func (r *runner) run(ctx context.Context, argv []string, live io.Writer) (*tool.CommandResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInterrupted, err)
 	}
-	out := &capWriter{limit: r.outputCap, live: live}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	// One writer for both streams: exec then shares a single pipe between
-	// them, so the output keeps the order the command wrote it in, and at
-	// most one goroutine calls Write.
-	cmd.Stdout = out
-	cmd.Stderr = out
+	// One pipe for both streams keeps the output in the order the command
+	// wrote it.
+	rfd, w, err := outputPipe()
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: creating the output pipe: %w", ErrStart, argv[0], err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout = w
+	cmd.Stderr = w
 	cmd.Env = scrubbedEnv(r.scrub)
-	g := inGroup(cmd, r.killGrace)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// The caller's span, when it records, gets the stage events around
 	// the process's own run (see tracing.EventStarting).
 	span := trace.SpanFromContext(ctx)
 	tracing.Event(span, tracing.EventStarting)
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	// The child has its own copy of the write end; ours would keep the
+	// pipe from ever reaching end of file.
+	_ = w.Close()
+	if err != nil {
+		_ = syscall.Close(rfd)
 		return nil, fmt.Errorf("%w %s: %w", ErrStart, argv[0], err)
 	}
 	tracing.Event(span, tracing.EventStarted)
-	awaitExit(cmd.Process)
-	tracing.Event(span, tracing.EventExited)
-	err := cmd.Wait()
-	if g.interrupted() {
-		g.settle(cmd.Process.Pid)
+
+	c := &collection{
+		cmd:      cmd,
+		rfd:      rfd,
+		out:      &capWriter{limit: r.outputCap, live: live},
+		g:        &groupKill{grace: r.killGrace},
+		delay:    r.killGrace + waitDelayMargin,
+		span:     span,
+		portable: r.portable,
+	}
+	pid := cmd.Process.Pid
+	stop := context.AfterFunc(ctx, func() {
+		if err := c.g.kill(pid); !errors.Is(err, errExited) {
+			// The command may have left the group, or a descendant
+			// that did may hold the pipe: either way the call ends
+			// within the delay.
+			c.bound.within(c.delay)
+		}
+	})
+	err = c.collect()
+	stop()
+	if c.g.interrupted() {
+		c.g.settle(pid)
 		return nil, fmt.Errorf("%w: %w", ErrInterrupted, ctx.Err())
 	}
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil, errors.Is(err, exec.ErrWaitDelay), errors.As(err, &exitErr):
-		// ErrWaitDelay: the command exited but a descendant kept the
-		// output pipe open past the delay; the command's own result stands.
-	default:
-		return nil, fmt.Errorf("reading output of %s: %w", argv[0], err)
+	if err != nil {
+		return nil, fmt.Errorf("collecting %s: %w", argv[0], err)
 	}
 	return &tool.CommandResult{
 		ExitCode:  exitCode(cmd.ProcessState),
-		Output:    out.String(),
-		Truncated: out.dropped > 0,
+		Output:    c.out.String(),
+		Truncated: c.out.dropped > 0,
 	}, nil
+}
+
+// collection is one started command whose output and exit are being
+// collected. Its output is read until end of file, or, once the command has
+// exited or its context has ended, for at most delay more: a descendant that
+// left the process group may hold the pipe for ever, and the command's own
+// result then stands.
+type collection struct {
+	cmd *exec.Cmd
+	// rfd is the non-blocking read end of the output pipe. The collection
+	// owns it: collect closes it.
+	rfd   int
+	out   *capWriter
+	g     *groupKill
+	delay time.Duration
+	bound drainBound
+	span  trace.Span
+	// portable skips poll.
+	portable bool
+}
+
+// collect reads the output and waits for the exit, then reaps the command,
+// leaving its state in cmd.ProcessState. An error means the output could
+// not be read or the command not waited for; a non-zero exit is not one.
+func (c *collection) collect() error {
+	if !c.portable {
+		if ok, err := c.poll(); ok {
+			return err
+		}
+	}
+	return c.waitAside()
+}
+
+// waitAside collects with a goroutine that waits for the exit while the
+// calling one reads: for systems without pidfds. The exit is only seen once
+// the command is reaped, so a kill racing with it may, as with os/exec,
+// signal a group id already free for reuse.
+func (c *collection) waitAside() error {
+	f := os.NewFile(uintptr(c.rfd), "output")
+	defer f.Close()
+	c.bound.attach(f.SetReadDeadline)
+	waited := make(chan error, 1)
+	go func() {
+		err := c.cmd.Wait()
+		c.exited()
+		c.bound.within(c.delay)
+		waited <- err
+	}()
+	_, rerr := c.out.ReadFrom(f)
+	if errors.Is(rerr, os.ErrDeadlineExceeded) {
+		rerr = nil
+		// Past the bound: a command still running has left its group
+		// and outlived the kill.
+		_ = c.cmd.Process.Kill()
+	}
+	return waitResult(<-waited, rerr)
+}
+
+// exited records that the command has exited: from now on its context
+// ending no longer interrupts it. The caller bounds the rest of the read.
+func (c *collection) exited() {
+	tracing.Event(c.span, tracing.EventExited)
+	c.g.exited()
+}
+
+// waitResult is the error of a collection from that of Wait and that of
+// reading the output.
+func waitResult(werr, rerr error) error {
+	var exitErr *exec.ExitError
+	switch {
+	case werr != nil && !errors.As(werr, &exitErr):
+		return fmt.Errorf("waiting: %w", werr)
+	case rerr != nil:
+		return fmt.Errorf("reading output: %w", rerr)
+	}
+	return nil
+}
+
+// drainBound is the time after which the output is no longer read, set
+// once the command exits or its context ends, whichever comes first.
+type drainBound struct {
+	mu  sync.Mutex // guards at and set
+	at  time.Time
+	set func(time.Time) error
+}
+
+// within bounds the reading to d from now, unless it is bounded earlier.
+func (b *drainBound) within(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := time.Now().Add(d)
+	if !b.at.IsZero() && !t.Before(b.at) {
+		return
+	}
+	b.at = t
+	if b.set != nil {
+		_ = b.set(t)
+	}
+}
+
+// attach makes set, a read deadline setter, apply the bound, now and when
+// it is set later.
+func (b *drainBound) attach(set func(time.Time) error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.set = set
+	if !b.at.IsZero() {
+		_ = set(b.at)
+	}
 }
 
 // exitCode is the process's exit status, or 128 plus the signal number when
@@ -184,10 +322,17 @@ func introspect(ctx context.Context, appPath string, scrub map[string]struct{}, 
 // otherwise outlive the call and could hold its output pipe open.
 type groupKill struct {
 	grace time.Duration
-	mu    sync.Mutex // guards fired and timer
+	mu    sync.Mutex // guards fired, done and timer
 	fired bool
+	// done is set once the command is seen to have exited, before it is
+	// reaped: a kill after that would come too late to matter, and after
+	// the reaping its group id may belong to another group.
+	done  bool
 	timer *time.Timer
 }
+
+// errExited is what kill returns once the command has exited.
+var errExited = fmt.Errorf("command exited: %w", os.ErrProcessDone)
 
 // inGroup puts cmd in a process group of its own and arranges for its
 // context ending to kill that group.
@@ -205,6 +350,9 @@ func inGroup(cmd *exec.Cmd, grace time.Duration) *groupKill {
 func (g *groupKill) kill(pgid int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.done {
+		return errExited
+	}
 	g.fired = true
 	if g.grace <= 0 {
 		return signalGroup(pgid, syscall.SIGKILL)
@@ -214,6 +362,13 @@ func (g *groupKill) kill(pgid int) error {
 	// grandchild that ignores SIGTERM stays in the group until killed.
 	g.timer = time.AfterFunc(g.grace, func() { _ = signalGroup(pgid, syscall.SIGKILL) })
 	return err
+}
+
+// exited records that the command has exited, so a later kill does nothing.
+func (g *groupKill) exited() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.done = true
 }
 
 func (g *groupKill) interrupted() bool {
@@ -243,11 +398,13 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 // capWriter keeps the first limit bytes written to it and counts the rest.
 // It never fails a write, so a command producing too much output still runs
 // to completion and reports its exit code. It is not safe for concurrent
-// use; exec calls Write from one goroutine when stdout and stderr share it.
+// use.
 type capWriter struct {
 	limit   int
 	buf     []byte
 	dropped int64
+	// discard is the scratch buffer output past the limit is read into.
+	discard []byte
 	// live, when set, is handed every piece kept, as it is kept; its
 	// errors are ignored, so a reader going away never stops the command.
 	live io.Writer
@@ -270,39 +427,17 @@ func (w *capWriter) pass(p []byte) {
 	}
 }
 
-// discardSize is the scratch buffer ReadFrom counts dropped output through.
+// discardSize is the scratch buffer dropped output is counted through.
 const discardSize = 8 << 10
 
 // ReadFrom reads r to EOF straight into the kept buffer, then counts the
-// rest through a small scratch buffer. exec copies the pipe with io.Copy,
-// which would otherwise allocate a 32 KiB buffer per call, most of the
-// memory a small call costs.
+// rest through a small scratch buffer. io.Copy would otherwise allocate a
+// 32 KiB buffer per call, most of the memory a small call costs.
 func (w *capWriter) ReadFrom(r io.Reader) (int64, error) {
 	var total int64
-	var discard []byte
 	for {
-		var p []byte
-		keeping := len(w.buf) < w.limit
-		if keeping {
-			if len(w.buf) == cap(w.buf) {
-				// Grow by doubling from 512 bytes, never past the cap.
-				w.buf = slices.Grow(w.buf, min(w.limit-len(w.buf), max(512, len(w.buf))))
-			}
-			p = w.buf[len(w.buf):min(cap(w.buf), w.limit)]
-		} else {
-			if discard == nil {
-				discard = make([]byte, discardSize)
-			}
-			p = discard
-		}
-		n, err := r.Read(p)
+		n, err := w.fill(r.Read)
 		total += int64(n)
-		if keeping {
-			w.buf = w.buf[:len(w.buf)+n]
-			w.pass(p[:n])
-		} else {
-			w.dropped += int64(n)
-		}
 		if errors.Is(err, io.EOF) {
 			return total, nil
 		}
@@ -310,6 +445,34 @@ func (w *capWriter) ReadFrom(r io.Reader) (int64, error) {
 			return total, err
 		}
 	}
+}
+
+// fill calls read once with the space the next bytes go to, never empty,
+// and keeps or counts what it read.
+func (w *capWriter) fill(read func([]byte) (int, error)) (int, error) {
+	var p []byte
+	keeping := len(w.buf) < w.limit
+	if keeping {
+		if len(w.buf) == cap(w.buf) {
+			// Grow by doubling from 512 bytes, never past the cap.
+			w.buf = slices.Grow(w.buf, min(w.limit-len(w.buf), max(512, len(w.buf))))
+		}
+		p = w.buf[len(w.buf):min(cap(w.buf), w.limit)]
+	} else {
+		if w.discard == nil {
+			w.discard = make([]byte, discardSize)
+		}
+		p = w.discard
+	}
+	n, err := read(p)
+	n = max(n, 0)
+	if keeping {
+		w.buf = w.buf[:len(w.buf)+n]
+		w.pass(p[:n])
+	} else {
+		w.dropped += int64(n)
+	}
+	return n, err
 }
 
 // String returns the kept output as valid UTF-8. When the cut at the cap
