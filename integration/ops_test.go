@@ -431,10 +431,10 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// TestAgentProcs checks that a serving agent runs on one P unless
-// GOMAXPROCS says otherwise, and says which on its serving line, and that
-// calls on it are served concurrently all the same: a command that waits
-// holds no P.
+// TestAgentProcs checks that a serving agent runs on one P with GOGC=50
+// unless GOMAXPROCS and GOGC say otherwise, and says which on its serving
+// line, and that calls on it are served concurrently all the same: a
+// command that waits holds no P.
 func TestAgentProcs(t *testing.T) {
 	b := newBus(t)
 	cfg := fleettest.WriteAgentConfig(t, b.demoAgent(t, "procs", 4))
@@ -443,8 +443,8 @@ func TestAgentProcs(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"default", nil, "gomaxprocs=1"},
-		{"GOMAXPROCS set", []string{"GOMAXPROCS=3"}, "gomaxprocs=3"},
+		{"default", nil, "gomaxprocs=1 gogc=50"},
+		{"GOMAXPROCS and GOGC set", []string{"GOMAXPROCS=3", "GOGC=80"}, "gomaxprocs=3 gogc=80"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fleettest.StartAgent(t, append(withoutProcs(b.home.Env()), tt.env...), cfg)
@@ -524,8 +524,10 @@ func TestGatewayProcs(t *testing.T) {
 	}
 }
 
-// withoutProcs is env without a GOMAXPROCS this test process may have
-// been given, so that a service started in it picks its own.
+// withoutProcs is env without a GOMAXPROCS or GOGC this test process may
+// have been given, so that a service started in it picks its own.
 func withoutProcs(env []string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, "GOMAXPROCS=") || strings.HasPrefix(kv, "GOGC=")
+	})
 }
