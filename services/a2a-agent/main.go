@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/fiskfleet/fiskfleet/shared/buildinfo"
 	"github.com/fiskfleet/fiskfleet/shared/logging"
+	"github.com/fiskfleet/fiskfleet/shared/procs"
 )
 
 // version, commit and date are stamped by release builds (make dist) with
@@ -27,38 +27,14 @@ var (
 	date    = ""
 )
 
-// serveRuntime tunes the Go runtime of a serving agent, each setting
-// unless its environment variable says otherwise.
-//
-// One P (GOMAXPROCS=1): an agent's own work per call is tens of
-// microseconds of decoding, checking and encoding; the commands run in
-// processes of their own, and the runtime forks one child at a time
-// whatever the number of Ps. What a second P adds is a second thread to
-// wake for each goroutine hand-off of a call, and waking an idle CPU is
-// what a call pays most for on small VMs: `make bench BASE=HEAD
-// BASE_ENV=GOMAXPROCS=1` measured the overhead of an A2A call down by a
-// round trip of the transport or more, with the same calls per second
-// under 16 concurrent callers. An identity scales by running more
-// processes, each of them one P.
-//
-// A collection once the heap has grown by half (GOGC=50) rather than
-// doubled: an agent's live heap is a few MiB, so a cycle costs little
-// beside a call's fork, and what one more process of an identity holds
-// after a burst of calls is mostly the garbage of the current cycle.
-// Measured side by side (BASE_ENV=GOGC=50), anonymous memory right after
-// the benchmark's load went from 8.2 to 6.8 MiB with no change in the
-// calls' overhead.
-func serveRuntime() {
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
-		runtime.GOMAXPROCS(1)
-	}
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(agentGCPercent)
-	}
-}
-
-// agentGCPercent is a serving agent's GOGC unless the environment sets one
-// (see [serveRuntime]).
+// agentGCPercent is a serving agent's GOGC unless the environment sets
+// one: a collection once the heap has grown by half rather than doubled.
+// An agent's live heap is a few MiB, so a cycle costs little beside a
+// call's fork, and what one more process of an identity holds right after
+// a burst of calls is mostly the garbage of the current cycle. Measured
+// side by side (`make bench BASE=HEAD BASE_ENV=GOGC=50`), anonymous memory
+// right after the benchmark's load went from 8.2 to 6.8 MiB with no change
+// in the calls' overhead.
 const agentGCPercent = 50
 
 type root struct {
@@ -93,7 +69,8 @@ func main() {
 	log, err := r.Logger(os.Stderr)
 	kctx.FatalIfErrorf(err)
 	if kctx.Command() == "serve" {
-		serveRuntime()
+		procs.Single(os.LookupEnv)
+		procs.GC(os.LookupEnv, agentGCPercent)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -23,6 +23,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/memtrim"
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
+	"github.com/fiskfleet/fiskfleet/shared/procs"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing/otlp"
 )
@@ -179,7 +180,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		"tools", strings.Join(names, ","),
 		"dropped", len(srv.Dropped()),
 		"gomaxprocs", runtime.GOMAXPROCS(0),
-		"gogc", gcPercent())
+		"gogc", procs.GCPercent())
 	// Start-up leaves garbage behind (the application's introspection
 	// JSON, the schema compiler's work, the libraries' init): a few
 	// megabytes the runtime would otherwise keep resident for as long as
@@ -244,11 +245,4 @@ func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	served, dropped := server.Select(app.Tools(), cfg.Approvals != nil && cfg.Approvals.Operator)
 	fmt.Fprintf(e.stdout, "agent %s over A2A: %s, %s\n\n", cfg.Identity, natsbus.DiscoverySubject(cfg.Identity), natsbus.ToolSubject(cfg.Identity))
 	return tool.Listing{Served: served, Dropped: append(app.Dropped, dropped...)}.Write(e.stdout)
-}
-
-// gcPercent is the runtime's GOGC setting, read by setting it back.
-func gcPercent() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
 }

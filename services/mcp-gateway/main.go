@@ -55,7 +55,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
-	kctx.Bind(log, env{stdout: os.Stdout, version: bi.Version, lookupEnv: os.LookupEnv, setProcs: runtime.GOMAXPROCS})
+	kctx.Bind(log, env{stdout: os.Stdout, version: bi.Version, lookupEnv: os.LookupEnv, setProcs: true})
 	if err := kctx.Run(); err != nil {
 		fmt.Fprintf(os.Stderr, "mcp-gateway: %v\n", err)
 		os.Exit(1)

@@ -27,6 +27,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
 	"github.com/fiskfleet/fiskfleet/shared/memtrim"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
+	"github.com/fiskfleet/fiskfleet/shared/procs"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing/otlp"
 )
@@ -37,31 +38,19 @@ type env struct {
 	stdout    io.Writer
 	version   string
 	lookupEnv func(string) (string, bool)
-	// setProcs is runtime.GOMAXPROCS in the binary ([serveProcs]); nil
-	// leaves the process as it is, as tests that run a command in their
-	// own process want.
-	setProcs func(int) int
+	// setProcs is set in the binary, which [serveProcs] may run on one
+	// P; unset, the process is left as it is, as tests that run a command
+	// in their own process want.
+	setProcs bool
 }
 
-// serveProcs runs a serving gateway on one P (GOMAXPROCS=1) unless the
-// GOMAXPROCS environment variable says otherwise or the gateway keeps a
-// knowledge index. A call's own work in the gateway is tens of
-// microseconds; its command runs in a process of its own, or on an agent,
-// and the runtime forks one child at a time however many Ps there are.
-// What a second P adds is a second thread to wake for each goroutine
-// hand-off of a call, and waking an idle CPU is what a call pays most for
-// on small VMs: `make bench BASE=HEAD BASE_ENV=GOMAXPROCS=1` measured the
-// overhead of local and remote MCP calls down by up to a round trip of the
-// transport, with the same calls per second under 16 concurrent clients.
-// Indexing knowledge is CPU work of its own, minutes of it for a large
-// directory, which on one P would share the CPU with the calls, so a
-// gateway with `knowledge` keeps the runtime's default.
+// serveProcs runs a serving gateway on one P ([procs.Single]) unless the
+// gateway keeps a knowledge index: indexing knowledge is CPU work of its
+// own, minutes of it for a large directory, which on one P would share the
+// CPU with the calls, so such a gateway keeps the runtime's default.
 func serveProcs(cfg *config.Config, e env) {
-	if e.setProcs == nil || cfg.Knowledge != nil {
-		return
-	}
-	if _, set := e.lookupEnv("GOMAXPROCS"); !set {
-		e.setProcs(1)
+	if e.setProcs && cfg.Knowledge == nil {
+		procs.Single(e.lookupEnv)
 	}
 }
 

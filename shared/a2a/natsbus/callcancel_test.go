@@ -70,10 +70,6 @@ func serveCancelable(t *testing.T, nc *nats.Conn, identity string, cancels, deaf
 	}
 	card := a2a.AgentCard{Name: identity, Version: "1", Protocols: protocols,
 		Tools: []a2a.ToolDescriptor{{Name: "wait", Description: "Waits", InputSchema: []byte(`{"type":"object"}`)}}}
-	cr, err := a2a.NewCardReply(card)
-	if err != nil {
-		t.Fatal(err)
-	}
 	answer := func(r *natsbus.Request, req *a2a.ToolRequest, reply *a2a.ToolReply) {
 		a2a.StampReply(reply, req, self)
 		data, _ := a2a.Encode(reply)
@@ -81,13 +77,7 @@ func serveCancelable(t *testing.T, nc *nats.Conn, identity string, cancels, deaf
 	}
 	svc, err := natsbus.Serve(nc, natsbus.ServiceConfig{
 		Identity: identity,
-		Discovery: func(r *natsbus.Request) {
-			req := &a2a.DiscoveryRequest{}
-			if a2a.Decode(r.Data(), req) == nil {
-				data, _ := cr.Reply(req, self)
-				_ = r.Reply(data)
-			}
-		},
+		Discovery: cardDiscovery(t, card, self),
 		Tool: func(r *natsbus.Request) {
 			req := &a2a.ToolRequest{}
 			if a2a.Decode(r.Data(), req) != nil {

@@ -58,10 +58,6 @@ func serveStreaming(t *testing.T, nc *nats.Conn, identity string, release <-chan
 	self := a2a.Participant{Name: identity, Instance: "i1"}
 	card := a2a.AgentCard{Name: identity, Version: "1", Protocols: []string{a2a.ProtocolToolRequest, a2a.ProtocolEvent},
 		Tools: []a2a.ToolDescriptor{{Name: "echo", Description: "Echoes", InputSchema: []byte(`{"type":"object"}`)}}}
-	cr, err := a2a.NewCardReply(card)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reply := func(req *a2a.ToolRequest, seq uint64) []byte {
 		reply := &a2a.ToolReply{Output: identity + " " + req.Name + "\n"}
 		a2a.StampReply(reply, req, self)
@@ -74,13 +70,7 @@ func serveStreaming(t *testing.T, nc *nats.Conn, identity string, release <-chan
 	}
 	svc, err := natsbus.Serve(nc, natsbus.ServiceConfig{
 		Identity: identity,
-		Discovery: func(r *natsbus.Request) {
-			req := &a2a.DiscoveryRequest{}
-			if a2a.Decode(r.Data(), req) == nil {
-				data, _ := cr.Reply(req, self)
-				_ = r.Reply(data)
-			}
-		},
+		Discovery: cardDiscovery(t, card, self),
 		Tool: func(r *natsbus.Request) {
 			req := &a2a.ToolRequest{}
 			if a2a.Decode(r.Data(), req) != nil {

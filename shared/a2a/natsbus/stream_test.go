@@ -22,21 +22,11 @@ func TestStreamToolStaleCard(t *testing.T) {
 	ns := natstest.Start(t)
 	card := a2a.AgentCard{Name: "shifty", Version: "1", Protocols: []string{a2a.ProtocolToolRequest, a2a.ProtocolEvent},
 		Tools: []a2a.ToolDescriptor{{Name: "echo", Description: "Echoes", InputSchema: []byte(`{"type":"object"}`)}}}
-	cr, err := a2a.NewCardReply(card)
-	if err != nil {
-		t.Fatal(err)
-	}
 	self := a2a.Participant{Name: "shifty"}
 	agent := ns.Connect(t)
 	svc, err := natsbus.Serve(agent, natsbus.ServiceConfig{
 		Identity: "shifty",
-		Discovery: func(r *natsbus.Request) {
-			req := &a2a.DiscoveryRequest{}
-			if a2a.Decode(r.Data(), req) == nil {
-				data, _ := cr.Reply(req, self)
-				_ = r.Reply(data)
-			}
-		},
+		Discovery: cardDiscovery(t, card, self),
 		Tool: func(r *natsbus.Request) {
 			req := &a2a.ToolRequest{}
 			if a2a.Decode(r.Data(), req) != nil {

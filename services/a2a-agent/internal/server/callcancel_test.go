@@ -174,27 +174,17 @@ func TestCallCancelHostile(t *testing.T) {
 	}
 	_ = snoop.Unsubscribe()
 
-	cancelFrom := func(sender, request string) []byte {
-		m := &a2a.Cancel{}
-		a2a.StampReply(m, a2a.NewDiscoveryRequest(a2a.Participant{Name: sender}, "demo"), a2a.Participant{Name: sender})
-		m.Request = request
-		data, err := a2a.Encode(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
 	tests := []struct {
 		name    string
 		data    []byte
 		wantLog string
 	}{
-		{"cancel for an unknown id", cancelFrom("tester", "no-such-call"), "level=DEBUG msg=\"ignored a cancel for no call this instance runs\""},
-		{"cancel from a forged sender", cancelFrom("mallory", req.ID), "level=WARN msg=\"ignored a cancel from another caller than the call's\""},
+		{"cancel for an unknown id", cancelFrom(t, "tester", "no-such-call"), "level=DEBUG msg=\"ignored a cancel for no call this instance runs\""},
+		{"cancel from a forged sender", cancelFrom(t, "mallory", req.ID), "level=WARN msg=\"ignored a cancel from another caller than the call's\""},
 		{"malformed control message", []byte(`{"protocol":`), "ignored a malformed control message"},
 		{"not JSON at all", []byte("\x00\xff cancel everything"), "ignored a malformed control message"},
 		{"mislabelled control message", mustJSON(t, validRequest(t, "demo", "echo", `{}`)), "ignored a malformed control message"},
-		{"cancel with unknown fields", []byte(strings.Replace(string(cancelFrom("tester", req.ID)), `{`, `{"kill":"all",`, 1)), "ignored a malformed control message"},
+		{"cancel with unknown fields", []byte(strings.Replace(string(cancelFrom(t, "tester", req.ID)), `{`, `{"kill":"all",`, 1)), "ignored a malformed control message"},
 		{"oversized control message", make([]byte, a2a.MaxMessageSize+1), "ignored a malformed control message"},
 	}
 	for _, tt := range tests {
@@ -215,7 +205,7 @@ func TestCallCancelHostile(t *testing.T) {
 	}
 	// A cancel for the call now finished is ignored like any unknown id.
 	before := strings.Count(logs.String(), "ignored a cancel for no call this instance runs")
-	if err := nc.Publish(natsbus.CallControlSubject("demo"), cancelFrom("tester", req.ID)); err != nil {
+	if err := nc.Publish(natsbus.CallControlSubject("demo"), cancelFrom(t, "tester", req.ID)); err != nil {
 		t.Fatal(err)
 	}
 	fisktest.WaitFor(t, 10*time.Second, "the finished call's cancel to be ignored", func() bool {

@@ -35,6 +35,20 @@ func demoTools(tb testing.TB, opts fiskapp.Options) []tool.Tool {
 	return app.Tools()
 }
 
+// cancelFrom encodes a cancel of request on agent demo, as sender sends
+// it.
+func cancelFrom(tb testing.TB, sender, request string) []byte {
+	tb.Helper()
+	m := &a2a.Cancel{}
+	a2a.StampReply(m, a2a.NewDiscoveryRequest(a2a.Participant{Name: sender}, "demo"), a2a.Participant{Name: sender})
+	m.Request = request
+	data, err := a2a.Encode(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
 // testLogger is the code under test's logger: silent unless -v.
 func testLogger(tb testing.TB) *slog.Logger { return fisktest.Logger(tb) }
 

@@ -153,16 +153,6 @@ func TestStreamHostileInput(t *testing.T) {
 	id := req.ID
 	_ = snoop.Unsubscribe()
 
-	cancelFrom := func(sender, request string) []byte {
-		m := &a2a.Cancel{}
-		a2a.StampReply(m, a2a.NewDiscoveryRequest(a2a.Participant{Name: sender}, "demo"), a2a.Participant{Name: sender})
-		m.Request = request
-		data, err := a2a.Encode(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
 	control := natsbus.ControlSubject("demo", "inst-a")
 	tests := []struct {
 		name    string
@@ -170,12 +160,12 @@ func TestStreamHostileInput(t *testing.T) {
 		data    []byte
 		wantLog string
 	}{
-		{"cancel for an unknown id", control, cancelFrom("tester", "no-such-stream"), "ignored a cancel for no call in progress"},
-		{"cancel from a forged sender", control, cancelFrom("mallory", id), "ignored a cancel from another caller than the call's"},
+		{"cancel for an unknown id", control, cancelFrom(t, "tester", "no-such-stream"), "ignored a cancel for no call in progress"},
+		{"cancel from a forged sender", control, cancelFrom(t, "mallory", id), "ignored a cancel from another caller than the call's"},
 		{"malformed control message", control, []byte(`{"protocol":`), "ignored a malformed control message"},
 		{"mislabelled control message", control, mustJSON(t, validRequest(t, "demo", "echo", `{}`)), "ignored a malformed control message"},
 		{"oversized control message", control, make([]byte, a2a.MaxMessageSize+1), "ignored a malformed control message"},
-		{"cancel sent to another instance", natsbus.ControlSubject("demo", "inst-b"), cancelFrom("tester", id), ""},
+		{"cancel sent to another instance", natsbus.ControlSubject("demo", "inst-b"), cancelFrom(t, "tester", id), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
