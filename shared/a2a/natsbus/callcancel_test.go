@@ -76,7 +76,7 @@ func serveCancelable(t *testing.T, nc *nats.Conn, identity string, cancels, deaf
 		_ = r.Reply(data)
 	}
 	svc, err := natsbus.Serve(nc, natsbus.ServiceConfig{
-		Identity: identity,
+		Identity:  identity,
 		Discovery: cardDiscovery(t, card, self),
 		Tool: func(r *natsbus.Request) {
 			req := &a2a.ToolRequest{}

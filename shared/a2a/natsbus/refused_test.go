@@ -69,7 +69,7 @@ func serveStreaming(t *testing.T, nc *nats.Conn, identity string, release <-chan
 		return data
 	}
 	svc, err := natsbus.Serve(nc, natsbus.ServiceConfig{
-		Identity: identity,
+		Identity:  identity,
 		Discovery: cardDiscovery(t, card, self),
 		Tool: func(r *natsbus.Request) {
 			req := &a2a.ToolRequest{}

@@ -25,7 +25,7 @@ func TestStreamToolStaleCard(t *testing.T) {
 	self := a2a.Participant{Name: "shifty"}
 	agent := ns.Connect(t)
 	svc, err := natsbus.Serve(agent, natsbus.ServiceConfig{
-		Identity: "shifty",
+		Identity:  "shifty",
 		Discovery: cardDiscovery(t, card, self),
 		Tool: func(r *natsbus.Request) {
 			req := &a2a.ToolRequest{}
