@@ -112,7 +112,7 @@ func instanceKey(instance string) string { return instancePrefix + instance }
 // Start writes the first heartbeat, listens for cancels of m's calls, and
 // keeps heartbeating and failing dead gateways' tasks until [Fleet.Stop].
 func (f *Fleet) Start(ctx context.Context, m *Manager) error {
-	if err := f.beat(ctx); err != nil {
+	if err := f.firstBeat(ctx); err != nil {
 		return err
 	}
 	sub, err := f.nc.Subscribe(CancelSubject(f.cfg.Identity, f.cfg.Instance), func(msg *nats.Msg) { go f.serveCancel(m, msg) })
@@ -161,6 +161,31 @@ func (f *Fleet) Ready() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return f.kv.Ready(ctx)
+}
+
+// firstBeatRetry is how often the first heartbeat is tried again while
+// its bucket's stream has no responder yet.
+const firstBeatRetry = 100 * time.Millisecond
+
+// firstBeat writes the first heartbeat. On a cluster, a bucket another
+// gateway of the fleet has just created can have no responder for a
+// moment on this gateway's server, until the stream's interest reaches it:
+// such a heartbeat is tried again for up to a third of the instance ttl,
+// the time one heartbeat may take; any other failure ends the start at
+// once.
+func (f *Fleet) firstBeat(ctx context.Context) error {
+	until := time.Now().Add(f.cfg.InstanceTTL / 3)
+	for {
+		err := f.beat(ctx)
+		if err == nil || !errors.Is(err, jetstream.ErrNoStreamResponse) || time.Now().Add(firstBeatRetry).After(until) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(firstBeatRetry):
+		}
+	}
 }
 
 func (f *Fleet) beat(ctx context.Context) error {

@@ -163,3 +163,56 @@ func TestFleetReady(t *testing.T) {
 	srv.Resume()
 	fisktest.WaitFor(t, 15*time.Second, "ready again after the server came back", func() bool { return g.fleet.Ready() == nil })
 }
+
+// TestFleetFirstBeatWaitsForStream: a gateway starting while its bucket's
+// stream has no responder yet (on a cluster, one another gateway has just
+// created) tries its first heartbeat again until the stream answers, and
+// gives up with ErrUnavailable after a third of its instance ttl when it
+// never does.
+func TestFleetFirstBeatWaitsForStream(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartJetStream(t)
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := NewKV(t.Context(), js, KVConfig{Max: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := store.cfg.Bucket
+	start := func(instance string) error {
+		f, err := NewFleet(nc, store, FleetConfig{Identity: "demo", Instance: instance, InstanceTTL: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewManager(store, ManagerConfig{Instance: instance, Canceller: f})
+		t.Cleanup(func() {
+			m.Close(time.Second)
+			f.Stop()
+		})
+		return f.Start(t.Context(), m)
+	}
+
+	if err := js.DeleteKeyValue(t.Context(), bucket); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if err := start("gwnever"); !errors.Is(err, ErrUnavailable) || !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("start without the stream: got %v, want ErrUnavailable with no response from stream", err)
+	}
+	if took := time.Since(began); took < 800*time.Millisecond {
+		t.Errorf("start without the stream gave up after %s, want it to try for about a second", took)
+	}
+
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		if _, err := OpenBucket(context.Background(), js, bucket, 1); err != nil {
+			t.Errorf("recreating the bucket: %v", err)
+		}
+	}()
+	if err := start("gwlate"); err != nil {
+		t.Fatalf("start while the stream comes back: %v", err)
+	}
+}
