@@ -197,15 +197,26 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 		rec.outcome = outcomeOK
 		code := out.Result.ExitCode
 		rec.exitCode = &code
-		return &mcp.CallToolResult{
-			Content:           []mcp.Content{mcp.NewTextContent(out.Text())},
-			StructuredContent: out.Result,
-		}
+		return ranResult(out)
 	default:
 		// An in-process tool's output is already the JSON the client asked
 		// for: it travels verbatim.
 		rec.outcome = outcomeOK
 		return &mcp.CallToolResult{Content: append([]mcp.Content{mcp.NewTextContent(string(out.JSON))}, s.resourceLinks(e.tool, out.JSON)...)}
+	}
+}
+
+// ranResult is the MCP result of a command's run: the result's JSON
+// as the text, and the result as the structured content. The text's bytes
+// are what the structured content marshals to, so they are written for it
+// rather than marshaled a second time; StructuredContent stays for
+// mcp-go's own use of it (a task's result, an output schema's check).
+func ranResult(out tool.Outcome) *mcp.CallToolResult {
+	text := out.Text()
+	return &mcp.CallToolResult{
+		Content:              []mcp.Content{mcp.NewTextContent(text)},
+		StructuredContent:    out.Result,
+		RawStructuredContent: json.RawMessage(text),
 	}
 }
 

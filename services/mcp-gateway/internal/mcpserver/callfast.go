@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -29,13 +31,13 @@ import (
 // input), unknown, task-only, or whose schema binds parameters to
 // headers.
 
-// callRequest is what [Server.serveToolsCall] reads first of a POSTed
-// message: enough to decide, before the full decode.
-type callRequest struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      any             `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
+// callMessage is a POSTed message as [Server.serveToolsCall] reads it, in
+// one decode: the JSON-RPC envelope and a tools/call's params.
+type callMessage struct {
+	JSONRPC string     `json:"jsonrpc"`
+	ID      any        `json:"id"`
+	Method  string     `json:"method"`
+	Params  callParams `json:"params"`
 }
 
 // serveToolsCall answers a 2026-07-28 tools/call as described above and
@@ -48,26 +50,27 @@ func (s *Server) serveToolsCall(w http.ResponseWriter, r *http.Request, body []b
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return false
 	}
-	var head callRequest
-	if json.Unmarshal(body, &head) != nil || head.Method != string(mcp.MethodToolsCall) || head.JSONRPC != mcp.JSONRPC_VERSION {
+	var msg callMessage
+	if json.Unmarshal(body, &msg) != nil || msg.Method != string(mcp.MethodToolsCall) || msg.JSONRPC != mcp.JSONRPC_VERSION {
 		return false
 	}
-	switch head.ID.(type) {
+	switch msg.ID.(type) {
 	case string, float64:
 	default:
 		return false
 	}
-	var req mcp.CallToolRequest
-	if json.Unmarshal(body, &req) != nil {
+	if !numbersFit(msg.Params.Arguments) {
+		// mcp-go refuses the request, and so answers it.
 		return false
 	}
+	req := msg.Params.request(msg.Method)
 	meta := req.Params.Meta
 	version := meta.ProtocolVersion()
 	header := r.Header.Get(mcp.HeaderProtocolVersion)
 	caps := meta.ClientCapabilities()
 	if !mcp.IsModernProtocol(version) || header != version ||
 		!s.streamable.SupportsProtocolVersion(version) || !mcp.IsValidProtocolVersion(version) || caps == nil ||
-		mcp.ValidateStandardHeaders(r.Header.Get, version, mcp.MethodToolsCall, head.Params) != nil {
+		!standardHeaders(r.Header, req.Params.Name) {
 		return false
 	}
 	if meta.ProgressToken != nil || req.Params.Task != nil || len(req.Params.InputResponses) > 0 || req.Params.RequestState != "" {
@@ -100,12 +103,111 @@ func (s *Server) serveToolsCall(w http.ResponseWriter, r *http.Request, body []b
 	if m := res.EnsureResultMeta(); m != nil && m.ServerInfo() == nil {
 		m.SetServerInfo(s.list.impl)
 	}
+	answer, err := encodeResponse(msg.ID, res)
+	if err != nil {
+		// As mcp-go's encoder would have: the status is written, the
+		// body not.
+		w.Header()["Content-Type"] = contentJSON
+		w.WriteHeader(http.StatusOK)
+		s.log.Debug("answering tools/call", "agent", s.cfg.Identity, "tool", req.Params.Name, "error", err)
+		return true
+	}
 	w.Header()["Content-Type"] = contentJSON
 	w.WriteHeader(http.StatusOK)
-	if err := json.NewEncoder(w).Encode(mcp.NewJSONRPCResultResponse(mcp.NewRequestId(head.ID), res)); err != nil {
+	if _, err := w.Write(answer); err != nil {
 		s.log.Debug("answering tools/call", "agent", s.cfg.Identity, "tool", req.Params.Name, "error", err)
 	}
 	return true
+}
+
+// callParams is what the fast path decodes of a tools/call's params:
+// mcp.CallToolParams as mcp-go reads it off the wire, but with the
+// arguments kept as the raw bytes the call path takes
+// ([callInput]) and not also decoded into a map nothing here reads.
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      *mcp.Meta       `json:"_meta,omitempty"`
+	Task      *mcp.TaskParams `json:"task,omitempty"`
+	mcp.MultiRoundTripParams
+}
+
+// standardHeaders reports whether a 2026-07-28 tools/call's standard
+// headers agree with its body, whose params name the tool name: what
+// mcp.ValidateStandardHeaders checks, without decoding the params once
+// more for the name.
+func standardHeaders(h http.Header, name string) bool {
+	if h.Get(mcp.HeaderMethod) != string(mcp.MethodToolsCall) {
+		return false
+	}
+	encoded := h.Get(mcp.HeaderName)
+	decoded, ok := mcp.DecodeHeaderValue(encoded)
+	return encoded != "" && ok && decoded == name
+}
+
+// numbersFit reports whether every number in raw, valid JSON, fits a
+// float64, as it must for mcp-go's decoding of a call's arguments into a
+// map (strconv.ParseFloat, as encoding/json parses them): the fast path
+// does not make that map, and a call mcp-go refuses is left to it.
+func numbersFit(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			// Skip the string, escapes and all.
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' || '0' <= c && c <= '9':
+			j := i + 1
+			for j < len(raw) && strings.IndexByte("+-.0123456789eE", raw[j]) >= 0 {
+				j++
+			}
+			if _, err := strconv.ParseFloat(string(raw[i:j]), 64); err != nil {
+				return false
+			}
+			i = j - 1
+		}
+	}
+	return true
+}
+
+// request is the mcp.CallToolRequest the call path takes.
+func (p *callParams) request(method string) mcp.CallToolRequest {
+	var req mcp.CallToolRequest
+	req.Method = method
+	req.Params = mcp.CallToolParams{
+		Name: p.Name, Meta: p.Meta, Task: p.Task, MultiRoundTripParams: p.MultiRoundTripParams,
+	}
+	if len(p.Arguments) > 0 {
+		req.Params.RawArguments = p.Arguments
+	}
+	return req
+}
+
+// encodeResponse returns the JSON-RPC response carrying res: the bytes
+// json.Encoder writes for mcp.NewJSONRPCResultResponse(id, res), built
+// without the encoder's reflection over the envelope. The result's own
+// MarshalJSON gives compact JSON, which the encoder would only
+// HTML-escape, as here.
+func encodeResponse(id any, res *mcp.CallToolResult) ([]byte, error) {
+	rid, err := json.Marshal(id)
+	if err != nil {
+		return nil, err
+	}
+	result, err := res.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(`{"jsonrpc":"2.0","id":,"result":}`) + len(rid) + len(result) + 1)
+	buf.WriteString(`{"jsonrpc":"2.0","id":`)
+	buf.Write(rid)
+	buf.WriteString(`,"result":`)
+	json.HTMLEscape(&buf, result)
+	buf.WriteString("}\n")
+	return buf.Bytes(), nil
 }
 
 // hasHeaderParams reports whether t's input schema binds a parameter to a

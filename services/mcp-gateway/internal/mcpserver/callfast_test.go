@@ -116,6 +116,9 @@ func TestToolsCallMatchesMCPGo(t *testing.T) {
 		{name: "echo", args: `{"count":"not a number"}`},
 		{name: "echo", args: `[1,2]`},
 		{name: "echo", args: `{"message":"hi","extra":{"deep":[1,{"x":null}]}}`},
+		// A number mcp-go cannot decode, and others it can.
+		{name: "echo", args: `{"message":"hi","count":1e400}`},
+		{name: "echo", args: `{"message":"x\\\"1e400","count":-0.5e-400,"n":[1E+2,-0,1.5e308]}`},
 		{name: "no_such_tool", args: `{}`},
 		// Left to mcp-go: a task, a retry with input.
 		{name: "echo", args: `{"message":"hi"}`, extra: `,"task":{"ttl":60000}`},
@@ -295,4 +298,89 @@ func TestToolsCallTakes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStandardHeaders holds standardHeaders to mcp.ValidateStandardHeaders
+// for a tools/call, whose params the fast path has already decoded.
+func TestStandardHeaders(t *testing.T) {
+	b64, ok := mcp.EncodeHeaderValue("größe")
+	if !ok || b64 == "größe" {
+		t.Fatalf("EncodeHeaderValue(größe) = %q, %v: want an encoded value", b64, ok)
+	}
+	for _, c := range []struct {
+		method, name string // headers; "-" leaves one out
+		body         string // the params' name
+	}{
+		{"tools/call", "echo", "echo"},
+		{"tools/call", "other", "echo"},
+		{"tools/call", "-", "echo"},
+		{"tools/call", "", "echo"},
+		{"-", "echo", "echo"},
+		{"tools/list", "echo", "echo"},
+		{"TOOLS/CALL", "echo", "echo"},
+		{"tools/call", "echo", ""},
+		{"tools/call", b64, "größe"},
+		{"tools/call", b64, "grosse"},
+		{"tools/call", "=?base64?not base64?=", "echo"},
+		{"tools/call", "=?base64?ZWNobw==?=", "echo"},
+	} {
+		h := http.Header{}
+		if c.method != "-" {
+			h.Set(mcp.HeaderMethod, c.method)
+		}
+		if c.name != "-" {
+			h.Set(mcp.HeaderName, c.name)
+		}
+		params, _ := json.Marshal(map[string]string{"name": c.body})
+		want := mcp.ValidateStandardHeaders(h.Get, mcp.ProtocolVersion20260728, mcp.MethodToolsCall, params) == nil
+		if got := standardHeaders(h, c.body); got != want {
+			t.Errorf("method %q, name %q, body name %q: got %v, want mcp-go's %v", c.method, c.name, c.body, got, want)
+		}
+	}
+}
+
+// TestCommandResultBytes checks that a command's result, whose
+// structuredContent is written from the text's bytes, marshals as it
+// would from the result itself.
+func TestCommandResultBytes(t *testing.T) {
+	for _, r := range []tool.CommandResult{
+		{Command: "app echo -- hi", Output: "hi\n"},
+		{Command: "app say '<b> & </b>'", ExitCode: 3, Output: "<b> & \u2028 \u2029 \x00 \xff ünï", Truncated: true},
+		{},
+	} {
+		res := ranResult(tool.Outcome{Result: &r})
+		got, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.RawStructuredContent = nil
+		want, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%+v: got\n%s\nwant\n%s", r, got, want)
+		}
+	}
+}
+
+// FuzzNumbersFit holds numbersFit to encoding/json: for valid JSON it
+// reports exactly whether the value decodes into an any.
+func FuzzNumbersFit(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1}`, `{"a":1e400}`, `[-1e-400,0.5E+3]`, `"1e400"`, `{"s":"\\\"1e999","n":-0}`,
+		`1e308`, `1.8e308`, `[true,false,null,"x"]`, `{"a":{"b":[9999999999999999999999]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		var v any
+		want := json.Unmarshal(raw, &v) == nil
+		if got := numbersFit(raw); got != want {
+			t.Errorf("numbersFit(%s) = %v, want %v", raw, got, want)
+		}
+	})
 }
