@@ -95,6 +95,8 @@ type baseFigures struct {
 	BaseMCPRemoteCallRT  float64   `json:"base_mcp_remote_call_overhead_rt"`
 	BaseMCPRemoteCallRTs []float64 `json:"base_mcp_remote_call_overhead_rt_rounds"`
 
+	baseProcFigures // base_<series>_{cpu_us,vcsw,ivcsw}_per_call_<proc>
+
 	BaseAgentIdleAnon   float64 `json:"base_agent_idle_anon_mib"`
 	BaseAgentAnonAfter  float64 `json:"base_agent_anon_after_mib"`
 	BaseGatewayIdleAnon float64 `json:"base_gateway_idle_anon_mib"`

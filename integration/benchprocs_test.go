@@ -97,6 +97,30 @@ type procFigures struct {
 	MCPRemoteCallIVCSWAgent   float64 `json:"mcp_remote_call_ivcsw_per_call_agent"`
 }
 
+// baseProcFigures are procFigures of the base services (make bench
+// BASE=<rev>), for the processes a change is made to: CPU time and wake-ups
+// change far less from run to run than latency does, so a change too small
+// for the round trips to show still shows here, side by side.
+type baseProcFigures struct {
+	BaseA2ACallCPUAgent     float64 `json:"base_a2a_call_cpu_us_per_call_agent"`
+	BaseA2ACallVCSWAgent    float64 `json:"base_a2a_call_vcsw_per_call_agent"`
+	BaseA2ACallIVCSWAgent   float64 `json:"base_a2a_call_ivcsw_per_call_agent"`
+	BaseMCPCallCPUGateway   float64 `json:"base_mcp_call_cpu_us_per_call_gateway"`
+	BaseMCPCallVCSWGateway  float64 `json:"base_mcp_call_vcsw_per_call_gateway"`
+	BaseMCPCallIVCSWGateway float64 `json:"base_mcp_call_ivcsw_per_call_gateway"`
+
+	BaseMCPRawCallCPUGateway   float64 `json:"base_mcp_raw_call_cpu_us_per_call_gateway"`
+	BaseMCPRawCallVCSWGateway  float64 `json:"base_mcp_raw_call_vcsw_per_call_gateway"`
+	BaseMCPRawCallIVCSWGateway float64 `json:"base_mcp_raw_call_ivcsw_per_call_gateway"`
+
+	BaseMCPRemoteCallCPUGateway   float64 `json:"base_mcp_remote_call_cpu_us_per_call_gateway"`
+	BaseMCPRemoteCallVCSWGateway  float64 `json:"base_mcp_remote_call_vcsw_per_call_gateway"`
+	BaseMCPRemoteCallIVCSWGateway float64 `json:"base_mcp_remote_call_ivcsw_per_call_gateway"`
+	BaseMCPRemoteCallCPUAgent     float64 `json:"base_mcp_remote_call_cpu_us_per_call_agent"`
+	BaseMCPRemoteCallVCSWAgent    float64 `json:"base_mcp_remote_call_vcsw_per_call_agent"`
+	BaseMCPRemoteCallIVCSWAgent   float64 `json:"base_mcp_remote_call_ivcsw_per_call_agent"`
+}
+
 // procMetrics are the figures of one process of one series, by the infix
 // of their keys.
 var procMetrics = []string{"cpu_us", "vcsw", "ivcsw"}
@@ -109,12 +133,20 @@ func procKey(series, metric, proc string) string {
 // set writes the per-call figures of s, whose timed calls have all run,
 // into f. It fails when f has no field for one of them: a process added
 // to a series needs its three fields.
-func (f *procFigures) set(s *benchSeries) error {
+func (f *procFigures) set(s *benchSeries) error { return setProcFigures(reflect.ValueOf(f).Elem(), s) }
+
+// set is procFigures.set for the base series.
+func (f *baseProcFigures) set(s *benchSeries) error {
+	return setProcFigures(reflect.ValueOf(f).Elem(), s)
+}
+
+// setProcFigures writes the per-call figures of s into v, a procFigures
+// or a baseProcFigures.
+func setProcFigures(v reflect.Value, s *benchSeries) error {
 	calls := float64(len(s.samples))
 	if calls == 0 {
 		return fmt.Errorf("%s: no timed calls to divide by", s.name)
 	}
-	v := reflect.ValueOf(f).Elem()
 	for i, p := range s.procs {
 		u := s.usage[i]
 		values := []float64{
@@ -126,7 +158,7 @@ func (f *procFigures) set(s *benchSeries) error {
 			key := procKey(s.name, metric, p.name)
 			field, ok := fieldByTag(v, key)
 			if !ok {
-				return fmt.Errorf("no field of procFigures has the key %s", key)
+				return fmt.Errorf("no field of %s has the key %s", v.Type().Name(), key)
 			}
 			field.SetFloat(values[j])
 		}
@@ -549,11 +581,28 @@ func TestProcUsageOfSelf(t *testing.T) {
 	}
 }
 
-// TestProcFiguresKeys keeps procFigures' keys to the shape
-// <series>_<metric>_per_call_<proc>, with all three metrics of every
-// series and process named, and set filling each of them.
+// TestProcFiguresKeys keeps the keys of procFigures and baseProcFigures
+// to the shape <series>_<metric>_per_call_<proc>, with all three metrics
+// of every series and process named, and set filling each of them.
 func TestProcFiguresKeys(t *testing.T) {
-	typ := reflect.TypeFor[procFigures]()
+	if n := procKeySeries(t, reflect.TypeFor[procFigures]()); n != 7 {
+		t.Errorf("procFigures series: got %d, want 7", n)
+	}
+	if n := procKeySeries(t, reflect.TypeFor[baseProcFigures]()); n != len(overheadPaths) {
+		t.Errorf("baseProcFigures series: got %d, want one per overhead path, %d", n, len(overheadPaths))
+	}
+	var f procFigures
+	unknown := &benchSeries{name: "exec_guarded", samples: make([]time.Duration, 1), procs: []benchProc{benchSelf}, usage: make([]procUsage, 1)}
+	if err := f.set(unknown); err == nil {
+		t.Error("set of a series without fields: got no error, want one naming the missing key")
+	}
+}
+
+// procKeySeries checks the keys of typ, a procFigures or a
+// baseProcFigures, as TestProcFiguresKeys says, and returns how many
+// series they name.
+func procKeySeries(t *testing.T, typ reflect.Type) int {
+	t.Helper()
 	seen := map[string]map[string]int{} // series → proc → metrics
 	for f := range typ.Fields() {
 		key := f.Tag.Get("json")
@@ -587,12 +636,11 @@ func TestProcFiguresKeys(t *testing.T) {
 			s.procs = append(s.procs, benchProc{name: proc})
 			s.usage = append(s.usage, procUsage{cpu: 1000 * time.Microsecond, vcsw: 50, ivcsw: 2})
 		}
-		var f procFigures
-		if err := f.set(s); err != nil {
+		v := reflect.New(typ).Elem()
+		if err := setProcFigures(v, s); err != nil {
 			t.Errorf("set %s: %v", series, err)
 			continue
 		}
-		v := reflect.ValueOf(f)
 		for proc := range procs {
 			for j, want := range []float64{250, 12.5, 0.5} {
 				key := procKey(series, procMetrics[j], proc)
@@ -602,14 +650,7 @@ func TestProcFiguresKeys(t *testing.T) {
 			}
 		}
 	}
-	if len(seen) != 7 {
-		t.Errorf("series: got %d, want 7", len(seen))
-	}
-	var f procFigures
-	unknown := &benchSeries{name: "exec_guarded", samples: make([]time.Duration, 1), procs: []benchProc{benchSelf}, usage: make([]procUsage, 1)}
-	if err := f.set(unknown); err == nil {
-		t.Error("set of a series without fields: got no error, want one naming the missing key")
-	}
+	return len(seen)
 }
 
 // TestInterleaveRoundsChargesBatches charges a series with its own timed

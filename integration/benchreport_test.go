@@ -702,11 +702,12 @@ func TestBenchReport(t *testing.T) {
 		if names := listNames(t, bc); !slices.Contains(names, baseIdentity+"_echo") {
 			t.Fatalf("base gateway tools: got %v, want %s_echo", names, baseIdentity)
 		}
+		baseAgent, baseGateway := benchProc{"agent", base.agent.PID}, benchProc{"gateway", base.gateway.PID}
 		basePaths = map[string]*benchSeries{
-			"a2a_call":        {name: "base_a2a_call", run: a2aEcho(baseIdentity)},
-			"mcp_call":        {name: "base_mcp_call", run: mcpEcho(bc, "echo")},
-			"mcp_raw_call":    {name: "base_mcp_raw_call", run: rawMCPEcho(base.gateway.URL)},
-			"mcp_remote_call": {name: "base_mcp_remote_call", run: mcpEcho(bc, baseIdentity+"_echo")},
+			"a2a_call":        {name: "base_a2a_call", run: a2aEcho(baseIdentity), procs: []benchProc{baseAgent}},
+			"mcp_call":        {name: "base_mcp_call", run: mcpEcho(bc, "echo"), procs: []benchProc{baseGateway}},
+			"mcp_raw_call":    {name: "base_mcp_raw_call", run: rawMCPEcho(base.gateway.URL), procs: []benchProc{baseGateway}},
+			"mcp_remote_call": {name: "base_mcp_remote_call", run: mcpEcho(bc, baseIdentity+"_echo"), procs: []benchProc{baseGateway, baseAgent}},
 		}
 		for _, path := range overheadPaths {
 			calls = append(calls, basePaths[path])
@@ -779,7 +780,11 @@ func TestBenchReport(t *testing.T) {
 		if len(s.procs) == 0 {
 			continue
 		}
-		if err := rep.procFigures.set(s); err != nil {
+		set := rep.procFigures.set
+		if strings.HasPrefix(s.name, "base_") {
+			set = rep.baseProcFigures.set
+		}
+		if err := set(s); err != nil {
 			t.Fatal(err)
 		}
 	}

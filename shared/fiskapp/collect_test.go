@@ -132,6 +132,12 @@ func TestRunExitAndOutput(t *testing.T) {
 			wantOutput: "dying\n",
 		},
 		{
+			// Every command shares one open null device (devNull).
+			name:       "reads the null device as its standard input",
+			script:     "cat; readlink /proc/$$/fd/0",
+			wantOutput: "/dev/null\n",
+		},
+		{
 			name:       "no output",
 			script:     "exit 0",
 			wantOutput: "",

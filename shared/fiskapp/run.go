@@ -52,6 +52,13 @@ const waitDelayMargin = time.Second
 // error message.
 const stderrSnippet = 1 << 10
 
+// devNull is the null device every command reads as its standard input,
+// opened once for the process and never closed: os/exec would otherwise
+// open and close it for each command. A child gets its own copy of the
+// descriptor, so one file serves every command at once. Should it not
+// open, os/exec opens the device itself, and reports the error.
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
+
 // runner runs commands for the [Command]s of one [App].
 type runner struct {
 	outputCap int
@@ -94,6 +101,9 @@ func (r *runner) run(ctx context.Context, argv []string, live io.Writer) (*tool.
 		return nil, fmt.Errorf("%w %s: creating the output pipe: %w", ErrStart, argv[0], err)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if f, err := devNull(); err == nil {
+		cmd.Stdin = f
+	}
 	cmd.Stdout = w
 	cmd.Stderr = w
 	cmd.Env = scrubbedEnv(r.scrub)
