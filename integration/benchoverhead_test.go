@@ -97,6 +97,14 @@ type baseFigures struct {
 
 	baseProcFigures // base_<series>_{cpu_us,vcsw,ivcsw}_per_call_<proc>
 
+	// Base<path>Delta is the current path's overhead less the base's, in
+	// round trips, paired by batch (see pairedDelta): negative when the
+	// current services are faster.
+	BaseA2ACallDelta       float64 `json:"base_a2a_call_paired_delta_rt"`
+	BaseMCPCallDelta       float64 `json:"base_mcp_call_paired_delta_rt"`
+	BaseMCPRawCallDelta    float64 `json:"base_mcp_raw_call_paired_delta_rt"`
+	BaseMCPRemoteCallDelta float64 `json:"base_mcp_remote_call_paired_delta_rt"`
+
 	BaseAgentIdleAnon   float64 `json:"base_agent_idle_anon_mib"`
 	BaseAgentAnonAfter  float64 `json:"base_agent_anon_after_mib"`
 	BaseGatewayIdleAnon float64 `json:"base_gateway_idle_anon_mib"`
@@ -139,6 +147,27 @@ func roundOverheads(call, direct, floor *benchSeries) []float64 {
 		out[i] = overheadRT(percentile(call.roundSamples(i), 50), percentile(direct.roundSamples(i), 50), percentile(floor.roundSamples(i), 50))
 	}
 	return out
+}
+
+// pairedDelta is how many round trips of the floor cur takes more than
+// base (negative: fewer): the median, over the timed batches, of cur's
+// batch p50 less base's batch p50 of the same turn, over the floor's p50.
+// [interleaveRounds] runs the k-th batch of every series in its k-th turn,
+// so each difference is of two batches a few milliseconds apart: the
+// machine's drift over a run, which moves the rounds of even identical
+// services half a round trip apart, mostly cancels out.
+func pairedDelta(cur, base *benchSeries, batch int, floor time.Duration) float64 {
+	n := min(len(cur.samples), len(base.samples)) / batch
+	if n == 0 || floor <= 0 {
+		return 0
+	}
+	deltas := make([]float64, n)
+	for k := range deltas {
+		c := percentile(cur.samples[k*batch:(k+1)*batch], 50)
+		b := percentile(base.samples[k*batch:(k+1)*batch], 50)
+		deltas[k] = float64(c-b) / float64(floor)
+	}
+	return round(median(deltas), 3)
 }
 
 // roundRatios returns a's p50 over b's in each round, to three decimals.
@@ -449,6 +478,35 @@ func TestRoundOverheads(t *testing.T) {
 	}
 	if got, want := roundBeyond(call, direct, http, floor), []float64{1, 0, 1.5}; !slices.Equal(got, want) {
 		t.Errorf("roundBeyond: got %v, want %v", got, want)
+	}
+}
+
+// TestPairedDelta takes the difference batch by batch: a drift that
+// moves both series alike cancels out, and an outlying batch does not
+// move the median.
+func TestPairedDelta(t *testing.T) {
+	us := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Microsecond
+		}
+		return out
+	}
+	// Batches of two; the machine slows down by 1 ms from one batch to
+	// the next, and cur is 100 µs faster in each but the last, where it
+	// is 3 ms slower.
+	cur := &benchSeries{samples: us(2400, 2400, 3400, 3400, 4400, 4400, 8500, 8500)}
+	base := &benchSeries{samples: us(2500, 2500, 3500, 3500, 4500, 4500, 5500, 5500)}
+	if got, want := pairedDelta(cur, base, 2, 200*time.Microsecond), -0.5; got != want {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	// A partial batch at the end is left out.
+	cur.samples = append(cur.samples, us(100000)...)
+	if got, want := pairedDelta(cur, base, 2, 200*time.Microsecond), -0.5; got != want {
+		t.Errorf("with a partial batch: got %v, want %v", got, want)
+	}
+	if got := pairedDelta(cur, &benchSeries{}, 2, 200*time.Microsecond); got != 0 {
+		t.Errorf("no base batches: got %v, want 0", got)
 	}
 }
 

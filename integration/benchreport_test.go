@@ -762,6 +762,17 @@ func TestBenchReport(t *testing.T) {
 			rows = append(rows, overheadRow{s.name, *f.p50, *f.p99, *f.rt, *f.rts})
 		}
 	}
+	if base != nil {
+		bf := rep.baseFigures
+		for path, delta := range map[string]*float64{
+			"a2a_call": &bf.BaseA2ACallDelta, "mcp_call": &bf.BaseMCPCallDelta,
+			"mcp_raw_call": &bf.BaseMCPRawCallDelta, "mcp_remote_call": &bf.BaseMCPRemoteCallDelta,
+		} {
+			*delta = pairedDelta(paths[path], basePaths[path], set.callBatch, percentile(floor.samples, 50))
+		}
+		t.Logf("current less base %s, paired by batch, in round trips: a2a_call %+.3f, mcp_call %+.3f, mcp_raw_call %+.3f, mcp_remote_call %+.3f",
+			bf.BaseRevision, bf.BaseA2ACallDelta, bf.BaseMCPCallDelta, bf.BaseMCPRawCallDelta, bf.BaseMCPRemoteCallDelta)
+	}
 	rows = append(rows, overheadRow{name: "call_floor", p50: rep.CallFloorP50, p99: rep.CallFloorP99})
 	rep.CallFloorIdleMS = float64(callFloorIdle) / float64(time.Millisecond)
 	rep.CallFloorIdleP50, rep.CallFloorIdleP99 = p(idleFloor, 50), p(idleFloor, 99)
