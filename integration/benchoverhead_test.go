@@ -524,9 +524,25 @@ func TestInterleaveRounds(t *testing.T) {
 			t.Errorf("%s: got %d samples, round ends %v, want 10 and [2 4 6 8 10]", s.name, len(s.samples), s.roundEnds)
 		}
 	}
-	// Warm-up once each, then batches of two, the first series rotating.
-	if got, want := strings.Join(order[:15], ""), "abc"+"aabbcc"+"bbccaa"; got != want {
-		t.Errorf("order: got %s, want %s", got, want)
+	// Warm-up once each, then in each turn a batch of two of every
+	// series, in an order that changes from turn to turn.
+	if got, want := strings.Join(order[:3], ""), "abc"; got != want {
+		t.Errorf("warm-up order: got %s, want %s", got, want)
+	}
+	firsts := map[string]bool{}
+	for turn := range 5 {
+		calls := order[3+6*turn : 3+6*(turn+1)]
+		seen := map[string]bool{}
+		for i := 0; i < len(calls); i += 2 {
+			if calls[i] != calls[i+1] || seen[calls[i]] {
+				t.Fatalf("turn %d: got %v, want a batch of two of each series", turn, calls)
+			}
+			seen[calls[i]] = true
+		}
+		firsts[calls[0]] = true
+	}
+	if len(firsts) < 2 {
+		t.Errorf("the same series began all 5 turns: %v", firsts)
 	}
 	// Iterations that do not divide into the rounds still all run.
 	d := mk("d")

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -382,8 +383,8 @@ func interleave(tb testing.TB, series []*benchSeries, warmup, iterations, batch 
 
 // interleaveRounds runs warmup untimed calls of every series, then
 // iterations timed calls of each in rounds: each round takes its share of
-// every series in batches taken in turn (the first series of a turn
-// rotates), so a slow spell of the machine falls on every series alike,
+// every series in batches taken in turn (in an order drawn afresh for
+// each turn), so a slow spell of the machine falls on every series alike,
 // and a figure computed per round compares series measured side by side.
 // The usage of a series' procs is read around each of its timed batches.
 // It fails tb on the first failed call.
@@ -411,12 +412,16 @@ func interleaveRounds(tb testing.TB, series []*benchSeries, warmup, iterations, 
 		}
 		return u
 	}
-	turn := 0
+	// Each turn runs the series in an order of its own: in a fixed one,
+	// each series would always follow the same other, and whatever that
+	// one leaves behind (caches, a process just gone idle) would bias it
+	// alike in every turn. The seed is fixed, so runs stay comparable.
+	order := rand.New(rand.NewPCG(1, uint64(len(series))))
 	for r := range rounds {
 		until := iterations * (r + 1) / rounds
-		for ; len(series[0].samples) < until; turn++ {
-			for i := range series {
-				s := series[(turn+i)%len(series)]
+		for len(series[0].samples) < until {
+			for _, i := range order.Perm(len(series)) {
+				s := series[i]
 				if len(s.samples) >= until {
 					continue
 				}
