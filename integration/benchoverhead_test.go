@@ -448,14 +448,17 @@ func TestOverheadArithmetic(t *testing.T) {
 // TestRoundOverheads takes each round's p50s, not the whole run's: a
 // round where the machine was slow for every series alike gives the same
 // overhead as a quiet one.
-func TestRoundOverheads(t *testing.T) {
-	us := func(v ...int) []time.Duration {
-		out := make([]time.Duration, len(v))
-		for i, x := range v {
-			out[i] = time.Duration(x) * time.Microsecond
-		}
-		return out
+// durations returns v in units of unit.
+func durations(unit time.Duration, v ...int) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, x := range v {
+		out[i] = time.Duration(x) * unit
 	}
+	return out
+}
+
+func TestRoundOverheads(t *testing.T) {
+	us := func(v ...int) []time.Duration { return durations(time.Microsecond, v...) }
 	// Three rounds of three samples; the second round is twice as slow.
 	call := &benchSeries{samples: us(2400, 2300, 2500, 4800, 4600, 5000, 2500, 2600, 2400), roundEnds: []int{3, 6, 9}}
 	direct := &benchSeries{samples: us(2000, 1900, 2100, 4000, 3800, 4200, 2000, 2000, 2000), roundEnds: []int{3, 6, 9}}
@@ -485,13 +488,7 @@ func TestRoundOverheads(t *testing.T) {
 // moves both series alike cancels out, and an outlying batch does not
 // move the median.
 func TestPairedDelta(t *testing.T) {
-	us := func(v ...int) []time.Duration {
-		out := make([]time.Duration, len(v))
-		for i, x := range v {
-			out[i] = time.Duration(x) * time.Microsecond
-		}
-		return out
-	}
+	us := func(v ...int) []time.Duration { return durations(time.Microsecond, v...) }
 	// Batches of two; the machine slows down by 1 ms from one batch to
 	// the next, and cur is 100 µs faster in each but the last, where it
 	// is 3 ms slower.

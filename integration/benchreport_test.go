@@ -1118,13 +1118,7 @@ func firstEventStream(ctx context.Context, ac *a2a.Client, identity string) (tim
 }
 
 func TestPercentile(t *testing.T) {
-	ms := func(v ...int) []time.Duration {
-		out := make([]time.Duration, len(v))
-		for i, x := range v {
-			out[i] = time.Duration(x) * time.Millisecond
-		}
-		return out
-	}
+	ms := func(v ...int) []time.Duration { return durations(time.Millisecond, v...) }
 	hundred := make([]int, 100)
 	for i := range hundred {
 		hundred[i] = 100 - i // 100 … 1, unsorted
