@@ -68,10 +68,10 @@ var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_raw_call", "mcp_remote
 // baseFigures are the base revision's figures (make bench BASE=<rev>), the
 // same as the current ones' of the same names without the base_ prefix.
 // The report holds them only when a base was measured. The base services
-// carry the three call paths in the timed rounds; before its _after
-// memory is read, the base agent is given the rest of the current one's
-// load untimed ([baseLoad]), so both _after figures follow the same
-// calls.
+// carry the call paths and the streamed call in the timed rounds, as the
+// current ones do; before its _after memory is read, the base agent is
+// given the rest of the current one's load untimed ([baseLoad]), so both
+// _after figures follow the same calls.
 type baseFigures struct {
 	BaseRevision string `json:"base_revision"`
 
@@ -104,6 +104,9 @@ type baseFigures struct {
 	BaseMCPCallDelta       float64 `json:"base_mcp_call_paired_delta_rt"`
 	BaseMCPRawCallDelta    float64 `json:"base_mcp_raw_call_paired_delta_rt"`
 	BaseMCPRemoteCallDelta float64 `json:"base_mcp_remote_call_paired_delta_rt"`
+
+	BaseA2AStreamP50 float64 `json:"base_a2a_stream_p50_us"`
+	BaseA2AStreamP99 float64 `json:"base_a2a_stream_p99_us"`
 
 	BaseAgentIdleAnon   float64 `json:"base_agent_idle_anon_mib"`
 	BaseAgentAnonAfter  float64 `json:"base_agent_anon_after_mib"`
@@ -577,18 +580,12 @@ Swap:                  0 kB
 }
 
 // baseLoad gives the base agent, untimed, what the current agent served
-// beyond the three call paths: as many streamed calls and first-output
-// tickers, and as many discoveries as its two discovery series (the
-// client's and the raw one) took together.
+// beyond the timed rounds: as many first-output tickers, and as many
+// discoveries as its two discovery series (the client's and the raw one)
+// took together.
 func baseLoad(tb testing.TB, ac *a2a.Client, set benchSettings) {
 	tb.Helper()
 	ctx := tb.Context()
-	for i := range set.callWarmup + set.calls {
-		r, err := ac.StreamTool(ctx, baseIdentity, "echo", echoInput, nil)
-		if err != nil || r.IsError || r.Output != "hi\n" {
-			tb.Fatalf("base stream %d: got %+v (%v), want output \"hi\\n\"", i, r, err)
-		}
-	}
 	for i := range firstOutputIterations {
 		if _, err := firstEventStream(ctx, ac, baseIdentity); err != nil {
 			tb.Fatalf("base first output %d: %v", i, err)
