@@ -132,6 +132,23 @@ type callParams struct {
 	mcp.MultiRoundTripParams
 }
 
+// UnmarshalJSON decodes params as mcp.CallToolParams does, so that a
+// message naming params more than once reads as it does for mcp-go: each
+// occurrence sets every field but the arguments, which one without any
+// leaves as they were.
+func (p *callParams) UnmarshalJSON(data []byte) error {
+	type fields callParams // without this method
+	var f fields
+	if err := json.Unmarshal(data, &f); err != nil {
+		return err
+	}
+	p.Name, p.Meta, p.Task, p.MultiRoundTripParams = f.Name, f.Meta, f.Task, f.MultiRoundTripParams
+	if len(f.Arguments) > 0 {
+		p.Arguments = f.Arguments
+	}
+	return nil
+}
+
 // standardHeaders reports whether a 2026-07-28 tools/call's standard
 // headers agree with its body, whose params name the tool name: what
 // mcp.ValidateStandardHeaders checks, without decoding the params once

@@ -27,9 +27,14 @@ type rawCall struct {
 	extra  string // extra params members, each with its leading comma
 	header map[string]string
 	token  string
+	// raw, when set, is the whole body, sent with the headers of name.
+	raw string
 }
 
 func (q rawCall) body() string {
+	if q.raw != "" {
+		return q.raw
+	}
 	id := q.id
 	if id == "" {
 		id = "7"
@@ -120,6 +125,13 @@ func TestToolsCallMatchesMCPGo(t *testing.T) {
 		{name: "echo", args: `{"message":"hi","count":1e400}`},
 		{name: "echo", args: `{"message":"x\\\"1e400","count":-0.5e-400,"n":[1E+2,-0,1.5e308]}`},
 		{name: "no_such_tool", args: `{}`},
+		// Params named twice: the arguments of the first stay, every
+		// other field is the second's, even one it leaves out (here the
+		// tool's name, then the _meta).
+		{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"one"}},` +
+			`"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 + `","io.modelcontextprotocol/clientCapabilities":{}}}}`},
+		{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fail","arguments":{"message":"one"}},` +
+			`"params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 + `","io.modelcontextprotocol/clientCapabilities":{}}}}`},
 		// Left to mcp-go: a task, a retry with input.
 		{name: "echo", args: `{"message":"hi"}`, extra: `,"task":{"ttl":60000}`},
 		{name: "echo", args: `{"message":"hi"}`, extra: `,"requestState":"x"`},
