@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"mime"
 	"net/http"
 	"strconv"
@@ -57,10 +58,6 @@ func (s *Server) serveToolsCall(w http.ResponseWriter, r *http.Request, body []b
 	switch msg.ID.(type) {
 	case string, float64:
 	default:
-		return false
-	}
-	if !numbersFit(msg.Params.Arguments) {
-		// mcp-go refuses the request, and so answers it.
 		return false
 	}
 	req := msg.Params.request(msg.Method)
@@ -132,15 +129,19 @@ type callParams struct {
 	mcp.MultiRoundTripParams
 }
 
-// UnmarshalJSON decodes params as mcp.CallToolParams does, so that a
-// message naming params more than once reads as it does for mcp-go: each
-// occurrence sets every field but the arguments, which one without any
-// leaves as they were.
+// UnmarshalJSON decodes params as mcp.CallToolParams does, so that every
+// message reads as it does for mcp-go: arguments with a number mcp-go's
+// map cannot hold fail the decode (see [numbersFit]), and a message naming
+// params more than once has each occurrence set every field but the
+// arguments, which one without any leaves as they were.
 func (p *callParams) UnmarshalJSON(data []byte) error {
 	type fields callParams // without this method
 	var f fields
 	if err := json.Unmarshal(data, &f); err != nil {
 		return err
+	}
+	if len(f.Arguments) > 0 && !numbersFit(f.Arguments) {
+		return errNumberRange
 	}
 	p.Name, p.Meta, p.Task, p.MultiRoundTripParams = f.Name, f.Meta, f.Task, f.MultiRoundTripParams
 	if len(f.Arguments) > 0 {
@@ -148,6 +149,10 @@ func (p *callParams) UnmarshalJSON(data []byte) error {
 	}
 	return nil
 }
+
+// errNumberRange is a call's arguments holding a number beyond float64:
+// mcp-go refuses the request, and so answers it.
+var errNumberRange = errors.New("arguments: a number out of float64's range")
 
 // standardHeaders reports whether a 2026-07-28 tools/call's standard
 // headers agree with its body, whose params name the tool name: what
@@ -165,7 +170,7 @@ func standardHeaders(h http.Header, name string) bool {
 // numbersFit reports whether every number in raw, valid JSON, fits a
 // float64, as it must for mcp-go's decoding of a call's arguments into a
 // map (strconv.ParseFloat, as encoding/json parses them): the fast path
-// does not make that map, and a call mcp-go refuses is left to it.
+// does not make that map, and leaves a call mcp-go refuses to it.
 func numbersFit(raw []byte) bool {
 	for i := 0; i < len(raw); i++ {
 		switch c := raw[i]; {

@@ -123,6 +123,8 @@ func TestToolsCallMatchesMCPGo(t *testing.T) {
 		{name: "echo", args: `{"message":"hi","extra":{"deep":[1,{"x":null}]}}`},
 		// A number mcp-go cannot decode, and others it can.
 		{name: "echo", args: `{"message":"hi","count":1e400}`},
+		{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"count":1e400}},` +
+			`"params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 + `","io.modelcontextprotocol/clientCapabilities":{}}}}`},
 		{name: "echo", args: `{"message":"x\\\"1e400","count":-0.5e-400,"n":[1E+2,-0,1.5e308]}`},
 		{name: "no_such_tool", args: `{}`},
 		// Params named twice: the arguments of the first stay, every
