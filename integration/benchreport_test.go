@@ -807,11 +807,11 @@ func TestBenchReport(t *testing.T) {
 		if len(s.procs) == 0 {
 			continue
 		}
-		set := rep.procFigures.set
+		setFigures := rep.procFigures.set
 		if strings.HasPrefix(s.name, "base_") {
-			set = rep.baseProcFigures.set
+			setFigures = rep.baseProcFigures.set
 		}
-		if err := set(s); err != nil {
+		if err := setFigures(s); err != nil {
 			t.Fatal(err)
 		}
 	}
