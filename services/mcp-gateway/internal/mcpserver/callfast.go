@@ -100,18 +100,15 @@ func (s *Server) serveToolsCall(w http.ResponseWriter, r *http.Request, body []b
 	if m := res.EnsureResultMeta(); m != nil && m.ServerInfo() == nil {
 		m.SetServerInfo(s.list.impl)
 	}
-	answer, err := encodeResponse(msg.ID, res)
-	if err != nil {
-		// As mcp-go's encoder would have: the status is written, the
-		// body not.
-		w.Header()["Content-Type"] = contentJSON
-		w.WriteHeader(http.StatusOK)
-		s.log.Debug("answering tools/call", "agent", s.cfg.Identity, "tool", req.Params.Name, "error", err)
-		return true
-	}
 	w.Header()["Content-Type"] = contentJSON
 	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(answer); err != nil {
+	// A result that cannot be encoded leaves the body empty, as mcp-go's
+	// encoder would.
+	answer, err := encodeResponse(msg.ID, res)
+	if err == nil {
+		_, err = w.Write(answer)
+	}
+	if err != nil {
 		s.log.Debug("answering tools/call", "agent", s.cfg.Identity, "tool", req.Params.Name, "error", err)
 	}
 	return true
