@@ -45,13 +45,16 @@ func (r *Request) Reply(data []byte) error {
 	if err := r.req.Respond(data); err != nil {
 		return fmt.Errorf("replying: %w", err)
 	}
-	// Respond only buffers the reply and wakes nats.go's flusher, which
-	// then waits for this goroutine's processor: yield it, so the reply is
-	// written before the caller goes on to its audit record and log line
-	// (whose own goroutines would otherwise be scheduled first).
-	runtime.Gosched()
+	yieldToFlusher()
 	return nil
 }
+
+// yieldToFlusher lets the connection write what was just published. A
+// publish only buffers the message and wakes nats.go's flusher, which then
+// waits for this goroutine's processor (one, by default): yielding it gets
+// the answer written before the caller goes on to its audit record and log
+// line, whose own goroutines would otherwise be scheduled first.
+func yieldToFlusher() { runtime.Gosched() }
 
 // Reject answers with a transport error in micro's error headers: for a
 // malformed, mistyped or oversized message only. Every other failure is an

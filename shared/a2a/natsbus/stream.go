@@ -34,6 +34,17 @@ func (r *Request) Send(data []byte) error {
 	return nil
 }
 
+// SendLast publishes the last message of a stream, its final reply, and
+// lets the connection write it before the caller goes on to its
+// bookkeeping, as [Request.Reply] does.
+func (r *Request) SendLast(data []byte) error {
+	if err := r.Send(data); err != nil {
+		return err
+	}
+	yieldToFlusher()
+	return nil
+}
+
 // ErrCallerGone is returned by [Request.Probe] when the caller's inbox has
 // no subscriber: the caller was killed or gave up.
 var ErrCallerGone = errors.New("caller gone: its inbox has no subscriber")

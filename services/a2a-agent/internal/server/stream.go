@@ -295,7 +295,7 @@ func (o *streamOut) final(reply *a2a.ToolReply) {
 		return
 	}
 	tracing.Event(o.span, tracing.EventEncoded)
-	if err := o.r.Send(data); err != nil {
+	if err := o.r.SendLast(data); err != nil {
 		o.s.log.Error("sending stream reply", "agent", o.s.cfg.Identity, "tool", o.req.Name, "error", err)
 	}
 	tracing.Event(o.span, tracing.EventSent)
