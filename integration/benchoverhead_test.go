@@ -63,7 +63,7 @@ const callFloorIdle = 2 * time.Millisecond
 
 // overheadPaths are the call paths whose overhead is counted in round
 // trips, by their series names.
-var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_raw_call", "mcp_remote_call"}
+var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_legacy_call", "mcp_raw_call", "mcp_remote_call"}
 
 // baseFigures are the base revision's figures (make bench BASE=<rev>), the
 // same as the current ones' of the same names without the base_ prefix.
@@ -85,6 +85,11 @@ type baseFigures struct {
 	BaseMCPCallRT  float64   `json:"base_mcp_call_overhead_rt"`
 	BaseMCPCallRTs []float64 `json:"base_mcp_call_overhead_rt_rounds"`
 
+	BaseMCPLegacyCallP50 float64   `json:"base_mcp_legacy_call_p50_us"`
+	BaseMCPLegacyCallP99 float64   `json:"base_mcp_legacy_call_p99_us"`
+	BaseMCPLegacyCallRT  float64   `json:"base_mcp_legacy_call_overhead_rt"`
+	BaseMCPLegacyCallRTs []float64 `json:"base_mcp_legacy_call_overhead_rt_rounds"`
+
 	BaseMCPRawCallP50 float64   `json:"base_mcp_raw_call_p50_us"`
 	BaseMCPRawCallP99 float64   `json:"base_mcp_raw_call_p99_us"`
 	BaseMCPRawCallRT  float64   `json:"base_mcp_raw_call_overhead_rt"`
@@ -102,6 +107,7 @@ type baseFigures struct {
 	// current services are faster.
 	BaseA2ACallDelta       float64 `json:"base_a2a_call_paired_delta_rt"`
 	BaseMCPCallDelta       float64 `json:"base_mcp_call_paired_delta_rt"`
+	BaseMCPLegacyCallDelta float64 `json:"base_mcp_legacy_call_paired_delta_rt"`
 	BaseMCPRawCallDelta    float64 `json:"base_mcp_raw_call_paired_delta_rt"`
 	BaseMCPRemoteCallDelta float64 `json:"base_mcp_remote_call_paired_delta_rt"`
 

@@ -79,6 +79,13 @@ type procFigures struct {
 	MCPCallVCSWGateway  float64 `json:"mcp_call_vcsw_per_call_gateway"`
 	MCPCallIVCSWGateway float64 `json:"mcp_call_ivcsw_per_call_gateway"`
 
+	MCPLegacyCallCPUBench     float64 `json:"mcp_legacy_call_cpu_us_per_call_bench"`
+	MCPLegacyCallVCSWBench    float64 `json:"mcp_legacy_call_vcsw_per_call_bench"`
+	MCPLegacyCallIVCSWBench   float64 `json:"mcp_legacy_call_ivcsw_per_call_bench"`
+	MCPLegacyCallCPUGateway   float64 `json:"mcp_legacy_call_cpu_us_per_call_gateway"`
+	MCPLegacyCallVCSWGateway  float64 `json:"mcp_legacy_call_vcsw_per_call_gateway"`
+	MCPLegacyCallIVCSWGateway float64 `json:"mcp_legacy_call_ivcsw_per_call_gateway"`
+
 	MCPRawCallCPUBench     float64 `json:"mcp_raw_call_cpu_us_per_call_bench"`
 	MCPRawCallVCSWBench    float64 `json:"mcp_raw_call_vcsw_per_call_bench"`
 	MCPRawCallIVCSWBench   float64 `json:"mcp_raw_call_ivcsw_per_call_bench"`
@@ -108,6 +115,10 @@ type baseProcFigures struct {
 	BaseMCPCallCPUGateway   float64 `json:"base_mcp_call_cpu_us_per_call_gateway"`
 	BaseMCPCallVCSWGateway  float64 `json:"base_mcp_call_vcsw_per_call_gateway"`
 	BaseMCPCallIVCSWGateway float64 `json:"base_mcp_call_ivcsw_per_call_gateway"`
+
+	BaseMCPLegacyCallCPUGateway   float64 `json:"base_mcp_legacy_call_cpu_us_per_call_gateway"`
+	BaseMCPLegacyCallVCSWGateway  float64 `json:"base_mcp_legacy_call_vcsw_per_call_gateway"`
+	BaseMCPLegacyCallIVCSWGateway float64 `json:"base_mcp_legacy_call_ivcsw_per_call_gateway"`
 
 	BaseMCPRawCallCPUGateway   float64 `json:"base_mcp_raw_call_cpu_us_per_call_gateway"`
 	BaseMCPRawCallVCSWGateway  float64 `json:"base_mcp_raw_call_vcsw_per_call_gateway"`

@@ -231,6 +231,14 @@ type benchReport struct {
 	MCPRemoteCallRT  float64   `json:"mcp_remote_call_overhead_rt"`
 	MCPRemoteCallRTs []float64 `json:"mcp_remote_call_overhead_rt_rounds"`
 
+	// MCPLegacyCall is mcp_call made by a session-based client of the
+	// 2025-11-25 era, which the clients in use today are: mcp-go's client
+	// on LATEST_LEGACY_PROTOCOL_VERSION, one session for all its calls.
+	MCPLegacyCallP50 float64   `json:"mcp_legacy_call_p50_us"`
+	MCPLegacyCallP99 float64   `json:"mcp_legacy_call_p99_us"`
+	MCPLegacyCallRT  float64   `json:"mcp_legacy_call_overhead_rt"`
+	MCPLegacyCallRTs []float64 `json:"mcp_legacy_call_overhead_rt_rounds"`
+
 	// MCPRawCall is mcp_call made by a plain net/http client instead of
 	// mcp-go's (the request http_floor sends, 2026-07-28 era, JSON
 	// answer): the gateway's overhead without an MCP client library's.
@@ -642,6 +650,7 @@ func TestBenchReport(t *testing.T) {
 	}
 
 	mc := connectMCP(t, gw.URL, nil)
+	lc := connectLegacyMCP(t, gw.URL)
 	oauth := startOAuthGateway(t, b)
 	if names := listNames(t, mc); !slices.Contains(names, "echo") || !slices.Contains(names, "bench_echo") {
 		t.Fatalf("gateway tools: got %v, want echo and bench_echo", names)
@@ -687,6 +696,7 @@ func TestBenchReport(t *testing.T) {
 	a2aCall := &benchSeries{name: "a2a_call", run: a2aEcho("bench"), procs: []benchProc{benchSelf, agentProc}}
 	mcpCall := &benchSeries{name: "mcp_call", run: mcpEcho(mc, "echo"), procs: []benchProc{benchSelf, gwProc}}
 	mcpRemote := &benchSeries{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo"), procs: []benchProc{benchSelf, gwProc, agentProc}}
+	mcpLegacy := &benchSeries{name: "mcp_legacy_call", run: mcpEcho(lc, "echo"), procs: []benchProc{benchSelf, gwProc}}
 	mcpRaw := &benchSeries{name: "mcp_raw_call", run: rawMCPEcho(gw.URL), procs: []benchProc{benchSelf, gwProc}}
 	oauthCall := &benchSeries{name: "mcp_oauth_call", run: mcpEcho(oauth, "echo")}
 	a2aStream := func(identity string) func(context.Context) error {
@@ -702,14 +712,15 @@ func TestBenchReport(t *testing.T) {
 	floor, floorReq, floorReply := callFloor(t, b, tr, "bench")
 	hfloor, hReq, hReply := httpFloor(t, b, gw.URL)
 	idleFloor := &benchSeries{name: "call_floor_idle", run: floor.run, idle: callFloorIdle}
-	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpRaw, mcpRemote, oauthCall, stream, floor, idleFloor, hfloor}
-	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote}
+	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpLegacy, mcpRaw, mcpRemote, oauthCall, stream, floor, idleFloor, hfloor}
+	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_legacy_call": mcpLegacy, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote}
 	var (
 		basePaths  map[string]*benchSeries
 		baseStream *benchSeries
 	)
 	if base != nil {
 		bc := connectMCP(t, base.gateway.URL, nil)
+		blc := connectLegacyMCP(t, base.gateway.URL)
 		if names := listNames(t, bc); !slices.Contains(names, baseIdentity+"_echo") {
 			t.Fatalf("base gateway tools: got %v, want %s_echo", names, baseIdentity)
 		}
@@ -717,6 +728,7 @@ func TestBenchReport(t *testing.T) {
 		basePaths = map[string]*benchSeries{
 			"a2a_call":        {name: "base_a2a_call", run: a2aEcho(baseIdentity), procs: []benchProc{baseAgent}},
 			"mcp_call":        {name: "base_mcp_call", run: mcpEcho(bc, "echo"), procs: []benchProc{baseGateway}},
+			"mcp_legacy_call": {name: "base_mcp_legacy_call", run: mcpEcho(blc, "echo"), procs: []benchProc{baseGateway}},
 			"mcp_raw_call":    {name: "base_mcp_raw_call", run: rawMCPEcho(base.gateway.URL), procs: []benchProc{baseGateway}},
 			"mcp_remote_call": {name: "base_mcp_remote_call", run: mcpEcho(bc, baseIdentity+"_echo"), procs: []benchProc{baseGateway, baseAgent}},
 		}
@@ -754,6 +766,7 @@ func TestBenchReport(t *testing.T) {
 	figures := map[string]pathFigures{
 		"a2a_call":        {&rep.A2ACallP50, &rep.A2ACallP99, &rep.A2ACallRT, &rep.A2ACallRTs},
 		"mcp_call":        {&rep.MCPCallP50, &rep.MCPCallP99, &rep.MCPCallRT, &rep.MCPCallRTs},
+		"mcp_legacy_call": {&rep.MCPLegacyCallP50, &rep.MCPLegacyCallP99, &rep.MCPLegacyCallRT, &rep.MCPLegacyCallRTs},
 		"mcp_raw_call":    {&rep.MCPRawCallP50, &rep.MCPRawCallP99, &rep.MCPRawCallRT, &rep.MCPRawCallRTs},
 		"mcp_remote_call": {&rep.MCPRemoteCallP50, &rep.MCPRemoteCallP99, &rep.MCPRemoteCallRT, &rep.MCPRemoteCallRTs},
 	}
@@ -761,6 +774,7 @@ func TestBenchReport(t *testing.T) {
 		bf := rep.baseFigures
 		figures["base_a2a_call"] = pathFigures{&bf.BaseA2ACallP50, &bf.BaseA2ACallP99, &bf.BaseA2ACallRT, &bf.BaseA2ACallRTs}
 		figures["base_mcp_call"] = pathFigures{&bf.BaseMCPCallP50, &bf.BaseMCPCallP99, &bf.BaseMCPCallRT, &bf.BaseMCPCallRTs}
+		figures["base_mcp_legacy_call"] = pathFigures{&bf.BaseMCPLegacyCallP50, &bf.BaseMCPLegacyCallP99, &bf.BaseMCPLegacyCallRT, &bf.BaseMCPLegacyCallRTs}
 		figures["base_mcp_raw_call"] = pathFigures{&bf.BaseMCPRawCallP50, &bf.BaseMCPRawCallP99, &bf.BaseMCPRawCallRT, &bf.BaseMCPRawCallRTs}
 		figures["base_mcp_remote_call"] = pathFigures{&bf.BaseMCPRemoteCallP50, &bf.BaseMCPRemoteCallP99, &bf.BaseMCPRemoteCallRT, &bf.BaseMCPRemoteCallRTs}
 	}
@@ -781,13 +795,13 @@ func TestBenchReport(t *testing.T) {
 	if base != nil {
 		bf := rep.baseFigures
 		for path, delta := range map[string]*float64{
-			"a2a_call": &bf.BaseA2ACallDelta, "mcp_call": &bf.BaseMCPCallDelta,
+			"a2a_call": &bf.BaseA2ACallDelta, "mcp_call": &bf.BaseMCPCallDelta, "mcp_legacy_call": &bf.BaseMCPLegacyCallDelta,
 			"mcp_raw_call": &bf.BaseMCPRawCallDelta, "mcp_remote_call": &bf.BaseMCPRemoteCallDelta,
 		} {
 			*delta = pairedDelta(paths[path], basePaths[path], set.callBatch, percentile(floor.samples, 50))
 		}
-		t.Logf("current less base %s, paired by batch, in round trips: a2a_call %+.3f, mcp_call %+.3f, mcp_raw_call %+.3f, mcp_remote_call %+.3f",
-			bf.BaseRevision, bf.BaseA2ACallDelta, bf.BaseMCPCallDelta, bf.BaseMCPRawCallDelta, bf.BaseMCPRemoteCallDelta)
+		t.Logf("current less base %s, paired by batch, in round trips: a2a_call %+.3f, mcp_call %+.3f, mcp_legacy_call %+.3f, mcp_raw_call %+.3f, mcp_remote_call %+.3f",
+			bf.BaseRevision, bf.BaseA2ACallDelta, bf.BaseMCPCallDelta, bf.BaseMCPLegacyCallDelta, bf.BaseMCPRawCallDelta, bf.BaseMCPRemoteCallDelta)
 	}
 	rows = append(rows, overheadRow{name: "call_floor", p50: rep.CallFloorP50, p99: rep.CallFloorP99})
 	rep.CallFloorIdleMS = float64(callFloorIdle) / float64(time.Millisecond)

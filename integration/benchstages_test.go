@@ -90,19 +90,8 @@ var stagePaths = []struct {
 		{"send", ptAgentSent},
 		{"to_client", ptClientEnd},
 	}},
-	{"mcp_call", []stage{
-		{"to_gateway", ptGatewayArrived},
-		{"parse", ptGatewayParsed},
-		{"validate", ptGatewayValidated},
-		{"slot", ptGatewaySlot},
-		{"argv", ptGatewayStarting},
-		{"spawn", ptGatewayStarted},
-		{"process", ptGatewayExited},
-		{"collect", ptGatewayRan},
-		{"result", ptGatewayReturned},
-		{"encode", ptGatewaySent},
-		{"to_client", ptClientEnd},
-	}},
+	{"mcp_call", localMCPStages},
+	{"mcp_legacy_call", localMCPStages},
 	{"mcp_remote_call", []stage{
 		{"to_gateway", ptGatewayArrived},
 		{"parse", ptGatewayParsed},
@@ -123,6 +112,22 @@ var stagePaths = []struct {
 		{"encode", ptGatewaySent},
 		{"to_client", ptClientEnd},
 	}},
+}
+
+// localMCPStages are the stages of an MCP call of a local command, on
+// either era.
+var localMCPStages = []stage{
+	{"to_gateway", ptGatewayArrived},
+	{"parse", ptGatewayParsed},
+	{"validate", ptGatewayValidated},
+	{"slot", ptGatewaySlot},
+	{"argv", ptGatewayStarting},
+	{"spawn", ptGatewayStarted},
+	{"process", ptGatewayExited},
+	{"collect", ptGatewayRan},
+	{"result", ptGatewayReturned},
+	{"encode", ptGatewaySent},
+	{"to_client", ptClientEnd},
 }
 
 // stageFigure is one stages_* figure of the report.
@@ -282,6 +287,7 @@ func benchStages(t *testing.T, b *bus, ac *a2a.Client, set benchSettings) []stag
 	agent.WaitOutput(t, fleettest.A2AServingLog, fleettest.ReadyTimeout)
 	gw := startGateway(t, otel(stageGatewayService), b.gatewayConfig(t, "0", traceIdentity))
 	mc := connectMCP(t, gw.URL, nil)
+	lc := connectLegacyMCP(t, gw.URL)
 
 	var (
 		mu    sync.Mutex
@@ -296,6 +302,7 @@ func benchStages(t *testing.T, b *bus, ac *a2a.Client, set benchSettings) []stag
 			return nil
 		})},
 		{name: "mcp_call", run: traced(&mu, &calls, "mcp_call", mcpEchoTraced(mc, "echo"))},
+		{name: "mcp_legacy_call", run: traced(&mu, &calls, "mcp_legacy_call", mcpEchoTraced(lc, "echo"))},
 		{name: "mcp_remote_call", run: traced(&mu, &calls, "mcp_remote_call", mcpEchoTraced(mc, traceIdentity+"_echo"))},
 	}
 	n := max(set.calls/2, 20)
@@ -376,7 +383,7 @@ func complete(path string, spans []tracingtest.Span) bool {
 	switch path {
 	case "a2a_call":
 		return agent
-	case "mcp_call":
+	case "mcp_call", "mcp_legacy_call":
 		return gateway
 	}
 	return agent && gateway

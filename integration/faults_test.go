@@ -539,7 +539,7 @@ func TestFaultSessions(t *testing.T) {
 	clients := make([]*client.Client, sessions)
 	ids := map[string]bool{}
 	for i := range clients {
-		clients[i] = newMCPClient(t, gw.URL, nil, []client.ClientOption{client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION)}, nil)
+		clients[i] = connectLegacyMCP(t, gw.URL)
 		ids[clients[i].GetSessionId()] = true
 	}
 	if len(ids) != sessions || ids[""] {

@@ -47,7 +47,7 @@ func mcpTask(tb testing.TB, c *client.Client, id, name string, args map[string]a
 func TestMCPTaskRemote(t *testing.T) {
 	t.Parallel()
 	f := startStreamFleet(t)
-	c := newMCPClient(t, f.gw.URL, nil, []client.ClientOption{client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION)}, nil)
+	c := connectLegacyMCP(t, f.gw.URL)
 
 	t.Run("result", func(t *testing.T) {
 		args := map[string]any{"message": "remote task"}

@@ -73,6 +73,14 @@ func connectMCP(tb testing.TB, url string, notify func(mcp.JSONRPCNotification))
 	return newMCPClient(tb, url, topts, copts, notify)
 }
 
+// connectLegacyMCP starts an initialised mcp-go client of url on the
+// 2025-11-25 era: one session, which the gateway keeps for all its
+// requests, as the clients in use today open.
+func connectLegacyMCP(tb testing.TB, url string) *client.Client {
+	tb.Helper()
+	return newMCPClient(tb, url, nil, []client.ClientOption{client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION)}, nil)
+}
+
 // listenMCP starts an initialised mcp-go client of url on the 2026-07-28
 // era, where there is no standalone stream and a client hears nothing it
 // did not ask for, and opens a subscriptions/listen stream for tools list

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -124,6 +125,42 @@ func BenchmarkMCPTaskEcho(b *testing.B) {
 // call path, the audit trail's queueing) answering a call of an
 // in-process tool into a recorder.
 func BenchmarkServeToolsCallBuiltin(b *testing.B) {
+	h := builtinHandler(b)
+	body := rawCall{name: "facts", args: `{}`}.body()
+	header := http.Header{
+		mcp.HeaderProtocolVersion: {mcp.ProtocolVersion20260728},
+		mcp.HeaderMethod:          {"tools/call"},
+		mcp.HeaderName:            {"facts"},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		serveBuiltin(b, h, http.StatusOK, body, header)
+	}
+}
+
+// BenchmarkServeToolsCallBuiltinLegacy is BenchmarkServeToolsCallBuiltin
+// for a session-based (2025-11-25) client, whose calls mcp-go's transport
+// answers: the session's lookup and bookkeeping, and the goroutine that
+// would forward the call's notifications.
+func BenchmarkServeToolsCallBuiltinLegacy(b *testing.B) {
+	h := builtinHandler(b)
+	w := serveBuiltin(b, h, http.StatusOK, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcp.LATEST_LEGACY_PROTOCOL_VERSION+
+		`","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}`, nil)
+	header := http.Header{
+		server.HeaderKeySessionID: {w.Header().Get(server.HeaderKeySessionID)},
+		mcp.HeaderProtocolVersion: {mcp.LATEST_LEGACY_PROTOCOL_VERSION},
+	}
+	serveBuiltin(b, h, http.StatusAccepted, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, header)
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"facts","arguments":{}}}`
+	b.ReportAllocs()
+	for b.Loop() {
+		serveBuiltin(b, h, http.StatusOK, body, header)
+	}
+}
+
+// builtinHandler is the whole handler chain of a gateway serving one
+// in-process tool, facts.
+func builtinHandler(b *testing.B) http.Handler {
 	facts, err := tool.NewFunc(tool.FuncSpec{
 		Name: "facts", Description: "Returns facts", Exposure: tool.ExposeMCP, Confirmation: tool.ConfirmNone,
 		Call: func(context.Context, tool.Request) (tool.Outcome, error) {
@@ -134,20 +171,22 @@ func BenchmarkServeToolsCallBuiltin(b *testing.B) {
 		b.Fatal(err)
 	}
 	s, _ := startServer(b, Config{}, []tool.Tool{facts})
-	h := s.Handler()
-	body := rawCall{name: "facts", args: `{}`}.body()
-	b.ReportAllocs()
-	for b.Loop() {
-		r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Accept", "application/json, text/event-stream")
-		r.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
-		r.Header.Set(mcp.HeaderMethod, "tools/call")
-		r.Header.Set(mcp.HeaderName, "facts")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusOK {
-			b.Fatalf("got %d %s", w.Code, w.Body.Bytes())
-		}
+	return s.Handler()
+}
+
+// serveBuiltin POSTs body with header to h and fails unless it is
+// answered with status want.
+func serveBuiltin(b *testing.B, h http.Handler, want int, body string, header http.Header) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(body))
+	for k, v := range header {
+		r.Header[k] = v
 	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != want {
+		b.Fatalf("got %d %s, want %d", w.Code, w.Body.Bytes(), want)
+	}
+	return w
 }
