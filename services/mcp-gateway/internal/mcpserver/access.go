@@ -73,8 +73,8 @@ func (s *Server) takeShare(ctx context.Context, name string, rec *record) (func(
 	return release, nil
 }
 
-// hooks are the server's mcp-go hooks: tasks (task.go) and the policy's
-// narrowing of tools/list.
+// hooks are the server's mcp-go hooks: tasks (task.go), the policy's
+// narrowing of tools/list and the record of sessions (callsession.go).
 func (s *Server) hooks() *server.Hooks {
 	h := &server.Hooks{}
 	// The policy runs first, so the task hook marks only what is shown.
@@ -84,6 +84,7 @@ func (s *Server) hooks() *server.Hooks {
 		}
 	})
 	taskHooks(h)
+	s.sessionHooks(h)
 	return h
 }
 

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"mime"
@@ -44,20 +45,11 @@ type callMessage struct {
 // serveToolsCall answers a 2026-07-28 tools/call as described above and
 // reports true, or reports false, having written nothing.
 func (s *Server) serveToolsCall(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if r.Method != http.MethodPost || !bytes.Contains(body, []byte(mcp.MethodToolsCall)) ||
-		r.Header.Get(server.HeaderKeySessionID) != "" || r.Header.Get(mcp.HeaderLastEventID) != "" {
+	if r.Header.Get(server.HeaderKeySessionID) != "" {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return false
-	}
-	var msg callMessage
-	if json.Unmarshal(body, &msg) != nil || msg.Method != string(mcp.MethodToolsCall) || msg.JSONRPC != mcp.JSONRPC_VERSION {
-		return false
-	}
-	switch msg.ID.(type) {
-	case string, float64:
-	default:
+	msg, ok := readCall(r, body)
+	if !ok {
 		return false
 	}
 	req := msg.Params.request(msg.Method)
@@ -70,14 +62,9 @@ func (s *Server) serveToolsCall(w http.ResponseWriter, r *http.Request, body []b
 		!standardHeaders(r.Header, req.Params.Name) {
 		return false
 	}
-	if meta.ProgressToken != nil || req.Params.Task != nil || len(req.Params.InputResponses) > 0 || req.Params.RequestState != "" {
+	if !plainCall(&req) || !s.fastTool(req.Params.Name) {
 		return false
 	}
-	e := (*s.entries.Load())[req.Params.Name]
-	if e == nil || e.gated || e.headerParams || e.def.Execution != nil && e.def.Execution.TaskSupport == mcp.TaskSupportRequired {
-		return false
-	}
-
 	req.Header = r.Header
 	info := &server.RequestProtocolInfo{
 		Modern:             true,
@@ -87,31 +74,79 @@ func (s *Server) serveToolsCall(w http.ResponseWriter, r *http.Request, body []b
 		LogLevel:           meta.LogLevel(),
 	}
 	ctx := server.WithRequestProtocolInfo(r.Context(), info)
+	s.answerCall(w, r, ctx, msg.ID, req, true)
+	return true
+}
+
+// readCall decodes a POSTed tools/call for either fast path, reporting
+// false for anything else: another method or verb, a body that is not
+// JSON, a resumption (Last-Event-ID), an id that is neither a string nor
+// a number.
+func readCall(r *http.Request, body []byte) (*callMessage, bool) {
+	if r.Method != http.MethodPost || !bytes.Contains(body, []byte(mcp.MethodToolsCall)) || r.Header.Get(mcp.HeaderLastEventID) != "" {
+		return nil, false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil, false
+	}
+	msg := &callMessage{}
+	if json.Unmarshal(body, msg) != nil || msg.Method != string(mcp.MethodToolsCall) || msg.JSONRPC != mcp.JSONRPC_VERSION {
+		return nil, false
+	}
+	switch msg.ID.(type) {
+	case string, float64:
+	default:
+		return nil, false
+	}
+	return msg, true
+}
+
+// plainCall reports whether req asks for nothing but its result: no
+// progress notifications, no task, not the retry of a call that asked for
+// input.
+func plainCall(req *mcp.CallToolRequest) bool {
+	p := &req.Params
+	return (p.Meta == nil || p.Meta.ProgressToken == nil) && p.Task == nil && len(p.InputResponses) == 0 && p.RequestState == ""
+}
+
+// fastTool reports whether calls of name may be answered on a fast path:
+// a served tool that is not gated (its approval asks for input), not
+// task-only, and binds no parameter to a header.
+func (s *Server) fastTool(name string) bool {
+	e := (*s.entries.Load())[name]
+	return e != nil && !e.gated && !e.headerParams && (e.def.Execution == nil || e.def.Execution.TaskSupport != mcp.TaskSupportRequired)
+}
+
+// answerCall runs req, a call of the tools/call id, under ctx, and writes
+// its JSON-RPC answer as mcp-go would: with the 2026-07-28 era's result
+// type and server info when modern. A client gone by the end gets nothing,
+// as with mcp-go.
+func (s *Server) answerCall(w http.ResponseWriter, r *http.Request, ctx context.Context, id any, req mcp.CallToolRequest, modern bool) {
 	s.inFlight.Add(1)
 	res := s.handle(ctx, req.Params.Name, req)
 	s.inFlight.Add(-1)
-	if ctx.Err() != nil {
-		// The client went away: there is no one to answer, as with mcp-go.
-		return true
+	if r.Context().Err() != nil {
+		return
 	}
-	if res.ResultType == "" {
-		res.ResultType = mcp.ResultTypeComplete
-	}
-	if m := res.EnsureResultMeta(); m != nil && m.ServerInfo() == nil {
-		m.SetServerInfo(s.list.impl)
+	if modern {
+		if res.ResultType == "" {
+			res.ResultType = mcp.ResultTypeComplete
+		}
+		if m := res.EnsureResultMeta(); m != nil && m.ServerInfo() == nil {
+			m.SetServerInfo(s.list.impl)
+		}
 	}
 	w.Header()["Content-Type"] = contentJSON
 	w.WriteHeader(http.StatusOK)
 	// A result that cannot be encoded leaves the body empty, as mcp-go's
 	// encoder would.
-	answer, err := encodeResponse(msg.ID, res)
+	answer, err := encodeResponse(id, res)
 	if err == nil {
 		_, err = w.Write(answer)
 	}
 	if err != nil {
 		s.log.Debug("answering tools/call", "agent", s.cfg.Identity, "tool", req.Params.Name, "error", err)
 	}
-	return true
 }
 
 // callParams is what the fast path decodes of a tools/call's params:
@@ -124,6 +159,10 @@ type callParams struct {
 	Meta      *mcp.Meta       `json:"_meta,omitempty"`
 	Task      *mcp.TaskParams `json:"task,omitempty"`
 	mcp.MultiRoundTripParams
+	// named counts the params members of the message: more than one is
+	// left to mcp-go on the session-based path, where its decoders do not
+	// all agree on what such a message says.
+	named int
 }
 
 // UnmarshalJSON decodes params as mcp.CallToolParams does, so that every
@@ -141,6 +180,7 @@ func (p *callParams) UnmarshalJSON(data []byte) error {
 		return errNumberRange
 	}
 	p.Name, p.Meta, p.Task, p.MultiRoundTripParams = f.Name, f.Meta, f.Task, f.MultiRoundTripParams
+	p.named++
 	if len(f.Arguments) > 0 {
 		p.Arguments = f.Arguments
 	}

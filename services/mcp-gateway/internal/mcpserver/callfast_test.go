@@ -13,20 +13,25 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
-// rawCall is one raw tools/call POST of the 2026-07-28 era.
+// rawCall is one raw tools/call POST of the 2026-07-28 era, or, with a
+// session, of the session-based era.
 type rawCall struct {
-	id     string // empty: 7
-	name   string
-	args   string // the arguments object; empty for none
-	meta   string // extra _meta members, each with its leading comma
-	extra  string // extra params members, each with its leading comma
-	header map[string]string
-	token  string
+	// session, when set, is the Mcp-Session-Id of a session-based call,
+	// sent without the 2026-07-28 era's _meta and headers.
+	session string
+	id      string // empty: 7
+	name    string
+	args    string // the arguments object; empty for none
+	meta    string // extra _meta members, each with its leading comma
+	extra   string // extra params members, each with its leading comma
+	header  map[string]string
+	token   string
 	// raw, when set, is the whole body, sent with the headers of name.
 	raw string
 }
@@ -43,8 +48,14 @@ func (q rawCall) body() string {
 	if q.args != "" {
 		params += `,"arguments":` + q.args
 	}
-	params += `,"_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 +
-		`","io.modelcontextprotocol/clientCapabilities":{}` + q.meta + `}` + q.extra + `}`
+	switch {
+	case q.session == "":
+		params += `,"_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 +
+			`","io.modelcontextprotocol/clientCapabilities":{}` + q.meta + `}`
+	case q.meta != "":
+		params += `,"_meta":{` + q.meta[1:] + `}`
+	}
+	params += q.extra + `}`
 	return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":` + params + `}`
 }
 
@@ -59,9 +70,14 @@ func (q rawCall) do(tb testing.TB, url string) (int, string, []byte) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
-	req.Header.Set(mcp.HeaderMethod, "tools/call")
-	req.Header.Set(mcp.HeaderName, q.name)
+	if q.session != "" {
+		req.Header.Set(server.HeaderKeySessionID, q.session)
+		req.Header.Set(mcp.HeaderProtocolVersion, mcp.LATEST_LEGACY_PROTOCOL_VERSION)
+	} else {
+		req.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
+		req.Header.Set(mcp.HeaderMethod, "tools/call")
+		req.Header.Set(mcp.HeaderName, q.name)
+	}
 	if q.token != "" {
 		req.Header.Set("Authorization", "Bearer "+q.token)
 	}
@@ -228,8 +244,8 @@ func TestToolsCallFastPath(t *testing.T) {
 	}
 }
 
-// TestToolsCallPolicy: the gateway's own path refuses a call outside the
-// caller's grant in band, as mcp-go's path does, and runs nothing.
+// TestToolsCallPolicy: the gateway's own paths, of both eras, refuse a
+// call outside the caller's grant in band, as mcp-go's path does.
 func TestToolsCallPolicy(t *testing.T) {
 	cfg := Config{Policy: listPolicy()}
 	s, url := startFleetServer(t, cfg, 40, 60)
@@ -240,12 +256,17 @@ func TestToolsCallPolicy(t *testing.T) {
 		names = append(names, name)
 	}
 	for _, token := range []string{"alice", "bob", "carol", "dave"} {
+		// The same calls in a session of the caller's own, on the
+		// session-based path.
+		sid := rawClient{t, url}.initialize(map[string]string{"Authorization": "Bearer " + token})
 		for _, name := range names[:min(len(names), 6)] {
-			q := rawCall{name: name, args: `{}`, token: token}
-			status, ctype, got := q.do(t, url)
-			wstatus, wctype, want := q.do(t, direct.URL+"/mcp")
-			if status != wstatus || ctype != wctype || !bytes.Equal(got, want) {
-				t.Errorf("%s calling %s: got %d %s:\n%s\nwant mcp-go's %d %s:\n%s", token, name, status, ctype, got, wstatus, wctype, want)
+			for _, session := range []string{"", sid} {
+				q := rawCall{name: name, args: `{}`, token: token, session: session}
+				status, ctype, got := q.do(t, url)
+				wstatus, wctype, want := q.do(t, direct.URL+"/mcp")
+				if status != wstatus || ctype != wctype || !bytes.Equal(got, want) {
+					t.Errorf("%s calling %s (session %q): got %d %s:\n%s\nwant mcp-go's %d %s:\n%s", token, name, session, status, ctype, got, wstatus, wctype, want)
+				}
 			}
 		}
 	}

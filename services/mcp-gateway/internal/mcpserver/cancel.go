@@ -88,16 +88,36 @@ type cancelWriter struct {
 	mu sync.Mutex
 	// The fields below are guarded by mu.
 	cancelled bool
-	status    int
-	started   bool // the header was decided: held (JSON) or passed on
-	held      bool
-	body      bytes.Buffer
+	// stop, when set, stops the request's handling: for a request the
+	// gateway answers itself rather than mcp-go, which would otherwise
+	// cancel it (see [Server.serveSessionToolsCall]).
+	stop    func()
+	status  int
+	started bool // the header was decided: held (JSON) or passed on
+	held    bool
+	body    bytes.Buffer
 }
 
 func (cw *cancelWriter) markCancelled() {
 	cw.mu.Lock()
-	defer cw.mu.Unlock()
 	cw.cancelled = true
+	stop := cw.stop
+	cw.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// stopWith makes a cancellation call stop, at once if the request is
+// already cancelled.
+func (cw *cancelWriter) stopWith(stop func()) {
+	cw.mu.Lock()
+	cw.stop = stop
+	cancelled := cw.cancelled
+	cw.mu.Unlock()
+	if cancelled {
+		stop()
+	}
 }
 
 // WriteHeader decides, from the content type the handler set, whether the

@@ -39,6 +39,9 @@ type Server struct {
 	// cancels the requests in progress, to drop a cancelled one's answer.
 	sessions *sessions
 	cancels  *cancellations
+	// clientSessions holds mcp-go's registered sessions by id
+	// (callsession.go).
+	clientSessions sync.Map
 	// stopExpiry ends the idle-session expiry loop.
 	stopExpiry chan struct{}
 	// sem holds one token per running call, commands and built-ins alike.

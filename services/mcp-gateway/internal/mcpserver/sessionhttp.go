@@ -142,7 +142,9 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 				cw.replace = tr.result
 			}
 			defer s.cancels.done(cw)
-			next.ServeHTTP(cw, r)
+			if tr != nil || msg.Method != string(mcp.MethodToolsCall) || !s.serveSessionToolsCall(cw, r, body, id) {
+				next.ServeHTTP(cw, r)
+			}
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -62,7 +62,13 @@ func (c rawClient) initialize(header map[string]string) string {
 	if resp.StatusCode != http.StatusOK || id == "" {
 		c.tb.Fatalf("initialize: got HTTP %d session %q %q, want 200 and a session", resp.StatusCode, id, cut(text))
 	}
-	c.session(id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, http.StatusAccepted)
+	h := map[string]string{"Mcp-Session-Id": id, "Mcp-Protocol-Version": mcp.LATEST_LEGACY_PROTOCOL_VERSION}
+	for k, v := range header {
+		h[k] = v
+	}
+	if resp, text := c.do(http.MethodPost, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), h); resp.StatusCode != http.StatusAccepted {
+		c.tb.Fatalf("notifications/initialized: got HTTP %d %q, want 202", resp.StatusCode, cut(text))
+	}
 	return id
 }
 
