@@ -397,12 +397,29 @@ type baseFleet struct {
 // current ones are.
 func startBase(tb testing.TB, b *bus, dir string) *baseFleet {
 	tb.Helper()
-	env := append(b.home.Env(), strings.Fields(os.Getenv(benchBaseEnvEnv))...)
+	settings, err := baseEnv(os.Getenv(benchBaseEnvEnv))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	env := append(b.home.Env(), settings...)
 	cfg := fleettest.WriteAgentConfig(tb, b.demoAgent(tb, baseIdentity, 2))
 	agent := fleettest.Start(tb, env, filepath.Join(dir, "a2a-agent"), "serve", "--config", cfg)
 	agent.WaitOutput(tb, fleettest.A2AServingLog, fleettest.ReadyTimeout)
 	gw := startGatewayBinary(tb, env, filepath.Join(dir, "mcp-gateway"), b.gatewayConfig(tb, "0", baseIdentity))
 	return &baseFleet{agent: agent, gateway: gw}
+}
+
+// baseEnv reads BASE_ENV's settings: NAME=value, space-separated. A word
+// that sets nothing is an error, not a setting the base would silently
+// go without.
+func baseEnv(s string) ([]string, error) {
+	settings := strings.Fields(s)
+	for _, kv := range settings {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return nil, fmt.Errorf("BASE_ENV (%s): %q is not a NAME=value setting", benchBaseEnvEnv, kv)
+		}
+	}
+	return settings, nil
 }
 
 // logOverheads logs each path's overhead table: per round and the median,
@@ -423,6 +440,28 @@ type overheadRow struct {
 	name         string
 	p50, p99, rt float64
 	rts          []float64
+}
+
+func TestBaseEnv(t *testing.T) {
+	for _, tt := range []struct {
+		in, err string
+		want    []string
+	}{
+		{in: ""},
+		{in: "GOMAXPROCS=1", want: []string{"GOMAXPROCS=1"}},
+		{in: "  GOMAXPROCS=2\tGOGC=off  GODEBUG=gctrace=1,madvdontneed=1 ", want: []string{"GOMAXPROCS=2", "GOGC=off", "GODEBUG=gctrace=1,madvdontneed=1"}},
+		{in: "EMPTY=", want: []string{"EMPTY="}},
+		{in: "GOMAXPROCS 2", err: `"GOMAXPROCS" is not a NAME=value setting`},
+		{in: "GOGC=50 =1", err: `"=1" is not a NAME=value setting`},
+	} {
+		got, err := baseEnv(tt.in)
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), benchBaseEnvEnv)):
+			t.Errorf("%q: got %v, want an error naming %s and saying %s", tt.in, err, benchBaseEnvEnv, tt.err)
+		case tt.err == "" && (err != nil || !slices.Equal(got, tt.want)):
+			t.Errorf("%q: got %q, %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
 }
 
 func TestOverheadArithmetic(t *testing.T) {

@@ -633,6 +633,9 @@ func TestBenchReport(t *testing.T) {
 	agent, procs := started[0], started[1:]
 	gw := startGateway(t, b.home.Env(), b.gatewayConfig(t, "0", "bench"))
 	var base *baseFleet
+	if os.Getenv(benchBaseEnv) == "" && strings.TrimSpace(os.Getenv(benchBaseEnvEnv)) != "" {
+		t.Fatalf("BASE_ENV (%s) sets the base services' environment, and there is no base: give BASE too", benchBaseEnvEnv)
+	}
 	if dir := os.Getenv(benchBaseEnv); dir != "" {
 		base = startBase(t, b, dir)
 		rep.baseFigures = &baseFigures{BaseRevision: os.Getenv(benchBaseRevEnv)}
