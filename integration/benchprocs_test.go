@@ -596,8 +596,9 @@ func TestProcUsageOfSelf(t *testing.T) {
 // to the shape <series>_<metric>_per_call_<proc>, with all three metrics
 // of every series and process named, and set filling each of them.
 func TestProcFiguresKeys(t *testing.T) {
-	if n := procKeySeries(t, reflect.TypeFor[procFigures]()); n != 7 {
-		t.Errorf("procFigures series: got %d, want 7", n)
+	// exec_direct, call_floor and http_floor, then the paths.
+	if n, want := procKeySeries(t, reflect.TypeFor[procFigures]()), 3+len(overheadPaths); n != want {
+		t.Errorf("procFigures series: got %d, want %d", n, want)
 	}
 	if n := procKeySeries(t, reflect.TypeFor[baseProcFigures]()); n != len(overheadPaths) {
 		t.Errorf("baseProcFigures series: got %d, want one per overhead path, %d", n, len(overheadPaths))
