@@ -38,7 +38,9 @@ import (
 //     requesting caller (or session, without authentication) only, and a task-augmented tools/call is
 //     prepared for the tool handler and answered with its task;
 //   - tools/list, in both eras, is answered from the lists kept per tool
-//     set ([Server.serveToolsList]), once the rules above have passed.
+//     set ([Server.serveToolsList]), once the rules above have passed;
+//     so is a plain tools/call, by the gateway's own call path
+//     ([Server.serveToolsCall], [Server.serveSessionToolsCall]).
 //
 // It is a layer of its own, not a fork, so that it can go as mcp-go learns
 // these rules: each rule is tested through a real HTTP client, and a test
