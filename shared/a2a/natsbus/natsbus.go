@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -88,6 +89,10 @@ type Transport struct {
 	// refusals are the publishes waiting for an answer, which a
 	// permissions violation on their subject fails at once.
 	refusals inflight
+
+	// probing is set while the caller-probe subject is being readied
+	// (callerprobe.go).
+	probing atomic.Bool
 }
 
 // Option configures a [Transport].
@@ -163,6 +168,11 @@ func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Ro
 	// The trace context rides in the headers, never in the A2A body,
 	// whose schemas stay v1; an untraced call sends no header.
 	tracing.InjectNATS(ctx, req.Header)
+	if route == a2a.RouteTool {
+		if probe := t.callerProbe(); probe != "" {
+			req.Header.Set(CallerProbeHeader, probe)
+		}
+	}
 	id := t.refusals.add(subject, cancel)
 	msg, err := t.nc.RequestMsgWithContext(ctx, req)
 	if refused := t.refusals.remove(id); refused && err != nil {
@@ -175,6 +185,9 @@ func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Ro
 		return nil, fmt.Errorf("%w: no reply on %s in time: %w", a2a.ErrAgentUnavailable, subject, err)
 	case err != nil:
 		return nil, fmt.Errorf("requesting %s: %w", subject, err)
+	}
+	if route == a2a.RouteTool {
+		t.prepareProbe()
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return nil, fmt.Errorf("%w: %s %s", a2a.ErrRejected, code, msg.Header.Get(micro.ErrorHeader))

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -191,6 +192,9 @@ func (t *Transport) streamMux() (*inboxMux, error) {
 type inboxMux struct {
 	prefix string
 	sub    *nats.Subscription
+	// answers is set once the server has taken the subscription, so that
+	// it answers caller probes (callerprobe.go).
+	answers atomic.Bool
 
 	mu sync.Mutex
 	// streams are the open streams by token, next the token counter;
@@ -262,6 +266,12 @@ var goneHeader = nats.Header{"Status": []string{"503"}}
 // each stream's messages keep their order.
 func (m *inboxMux) deliver(msg *nats.Msg) {
 	token, ok := strings.CutPrefix(msg.Subject, m.prefix)
+	if ok && token == callerToken {
+		if msg.Reply != "" {
+			_ = msg.Respond(nil)
+		}
+		return
+	}
 	var s *Stream
 	if ok {
 		m.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -101,11 +102,15 @@ func (s *Server) handleTool(r *natsbus.Request) {
 		s.refuseStopping(r, req, t, arrived, span)
 		return
 	}
+	probe := r.CallerProbe()
 	go func() {
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()
-		ctx, _, untrack := s.track(ctx, req)
+		ctx, cancel, untrack := s.track(ctx, req)
 		defer untrack()
+		if probe != "" {
+			defer s.watchCaller(r, req, probe, cancel)()
+		}
 		reply, rec := s.call(ctx, t, req, nil)
 		reply, rec = canceledUnary(ctx, t, reply, rec)
 		s.answer(r, req, reply, span)
@@ -119,19 +124,58 @@ func (s *Server) handleTool(r *natsbus.Request) {
 }
 
 // canceledUnary turns the answer to a unary call its caller canceled
-// (through the shared control subject), and that was interrupted by it,
-// into the reply and record that say so. A call that finished before the
-// cancel took hold keeps its result.
+// (through the shared control subject), or left (see [Server.watchCaller]),
+// and that was interrupted by it, into the reply and record that say so. A
+// call that finished before the cancel took hold keeps its result.
 func canceledUnary(ctx context.Context, t tool.Tool, reply *a2a.ToolReply, rec callRecord) (*a2a.ToolReply, callRecord) {
 	cause := context.Cause(ctx)
 	// call classes a run its context interrupted as stopping.
-	if rec.class != classStopping || !errors.Is(cause, errCanceledByCaller) {
+	if rec.class != classStopping || !errors.Is(cause, errCanceledByCaller) && !errors.Is(cause, errCallerGone) {
 		return reply, rec
 	}
 	msg := canceledOutput("", t.Name(), cause)
 	rec.outcome, rec.ran = "canceled", false
 	rec.result, rec.class, rec.message = audit.ResultCanceled, classCanceled, msg
+	if errors.Is(cause, errCallerGone) {
+		rec.class = classCallerGone
+	}
 	return &a2a.ToolReply{IsError: true, Output: msg}, rec
+}
+
+// watchCaller probes the caller of a unary call on probe, the subject it
+// named (see natsbus.CallerProbeHeader), once per heartbeat interval while
+// the call runs, and cancels the call with errCallerGone once no one
+// subscribes there. A call shorter than the interval sends no probe. It
+// returns the function that ends the watch; a probe already sent runs to
+// its answer or its timeout.
+func (s *Server) watchCaller(r *natsbus.Request, req *a2a.ToolRequest, probe string, cancel context.CancelCauseFunc) (stop func()) {
+	var (
+		mu      sync.Mutex // guards timer and stopped
+		timer   *time.Timer
+		stopped bool
+	)
+	check := func() {
+		err := r.ProbeCaller(probe, a2a.HeartbeatInterval)
+		if errors.Is(err, natsbus.ErrCallerGone) {
+			s.log.Info("caller gone: cancelling its call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "probe", probe)
+			cancel(errCallerGone)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			timer.Reset(a2a.HeartbeatInterval)
+		}
+	}
+	mu.Lock()
+	timer = time.AfterFunc(a2a.HeartbeatInterval, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+	}
 }
 
 // refuseStopping answers a call that arrives once Stop has begun.

@@ -28,8 +28,8 @@ const (
 	flushEvery = 100 * time.Millisecond
 )
 
-// errCanceledByCaller and errCallerGone say why a stream was stopped
-// before its command ended.
+// errCanceledByCaller and errCallerGone say why a call, streamed or
+// unary, was stopped before its command ended.
 var (
 	errCanceledByCaller = errors.New("canceled by the caller")
 	errCallerGone       = errors.New("the caller is gone")

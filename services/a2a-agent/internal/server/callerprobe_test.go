@@ -1,0 +1,128 @@
+package server_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fiskfleet/fiskfleet/services/a2a-agent/internal/server"
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
+	"github.com/fiskfleet/fiskfleet/shared/fisktest"
+	"github.com/fiskfleet/fiskfleet/shared/natstest"
+)
+
+// probedCall sends a unary call of name with input to the agent "demo",
+// naming probe in natsbus.CallerProbeHeader, and returns the channel its
+// answer (or error) comes on.
+func probedCall(t *testing.T, nc *nats.Conn, name string, input json.RawMessage, probe string) <-chan *nats.Msg {
+	t.Helper()
+	data, err := a2a.Encode(a2a.NewToolRequest(a2a.Participant{Name: "tester"}, "demo", name, input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(natsbus.ToolSubject("demo"))
+	msg.Data = data
+	msg.Header.Set(natsbus.CallerProbeHeader, probe)
+	done := make(chan *nats.Msg, 1)
+	go func() {
+		m, err := nc.RequestMsg(msg, 2*time.Minute)
+		if err != nil {
+			m = &nats.Msg{Data: []byte(err.Error())}
+		}
+		done <- m
+	}()
+	return done
+}
+
+// answerProbes answers caller probes on subject until the returned
+// connection is closed: a caller that is alive.
+func answerProbes(t *testing.T, ns *natstest.Server, subject string) *nats.Conn {
+	t.Helper()
+	nc := ns.Connect(t)
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond(nil) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
+// TestCallerGoneStopsUnaryCall: a unary call whose caller named a probe
+// subject runs while someone answers there; once no one does, the agent
+// cancels it within a heartbeat interval or two, kills its process group
+// (the grandchild that ignores SIGTERM too), records it as caller_gone and
+// frees its only slot.
+func TestCallerGoneStopsUnaryCall(t *testing.T) {
+	t.Parallel()
+	ns := natstest.Start(t)
+	tr := followTrail(t, ns)
+	auditedDemo(t, ns, server.Config{Identity: "demo", MaxConcurrent: 1})
+	const probe = "_INBOX.tester.@caller"
+	caller := answerProbes(t, ns, probe)
+	pidfile := filepath.Join(t.TempDir(), "child.pid")
+	done := probedCall(t, ns.Connect(t), "spawn", spawnInput(pidfile), probe)
+	pid := fisktest.WaitPIDFile(t, pidfile)
+
+	// Alive for more than one probe: the call runs on.
+	time.Sleep(a2a.HeartbeatInterval + a2a.HeartbeatInterval/2)
+	if fisktest.ProcessGone(pid) {
+		t.Fatal("the call stopped while its caller answered its probes")
+	}
+	caller.Close()
+	gone := time.Now()
+	fisktest.WaitFor(t, 2*a2a.HeartbeatInterval+10*time.Second, "the agent to kill the abandoned command's group", func() bool { return fisktest.ProcessGone(pid) })
+	t.Logf("caller gone; the grandchild was gone %s later", time.Since(gone).Round(time.Millisecond))
+	if m := receive(t, done, "the abandoned call's reply"); !strings.Contains(string(m.Data), "the caller is gone") {
+		t.Errorf("reply: got %s, want one saying the caller is gone", m.Data)
+	}
+	rec, _ := tr.next(t)
+	if o := rec.Outcome; o.Result != audit.ResultCanceled || o.ErrorClass != "caller_gone" || rec.Tool != "spawn" {
+		t.Errorf("audit: got tool %q result %q class %q, want spawn canceled caller_gone", rec.Tool, o.Result, o.ErrorClass)
+	}
+	c := newClient(t, ns.Connect(t), "tester")
+	if r := callTool(t, c, "demo", "echo", `{"message":"after"}`); r.IsError || r.Output != "after\n" {
+		t.Errorf("after the abandoned call: got %+v, want the echo", r)
+	}
+}
+
+// TestCallerProbeUnanswerable: a probe that cannot be answered in time, or
+// names a subject the agent may not use, never stops a call; only no
+// responders does.
+func TestCallerProbeUnanswerable(t *testing.T) {
+	t.Parallel()
+	ns := natstest.Start(t)
+	auditedDemo(t, ns, server.Config{Identity: "demo", MaxConcurrent: 2})
+	// A caller that takes the probe and never answers: slow, not gone.
+	slow := ns.Connect(t)
+	if _, err := slow.Subscribe("_INBOX.slow.@caller", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Long enough for a probe to time out, and another to be sent.
+	input := json.RawMessage(`{"duration":"12s"}`)
+	calls := []<-chan *nats.Msg{
+		probedCall(t, ns.Connect(t), "sleep", input, "_INBOX.slow.@caller"),
+		// Not a subject a probe may be sent to: the header is ignored.
+		probedCall(t, ns.Connect(t), "sleep", input, "_INBOX.*"),
+	}
+	for i, done := range calls {
+		select {
+		case m := <-done:
+			reply := &a2a.ToolReply{}
+			if err := a2a.Decode(m.Data, reply); err != nil || reply.IsError || reply.Exec == nil || reply.Exec.ExitCode != 0 {
+				t.Errorf("call %d: got %s (%v), want the sleep's result", i, m.Data, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("call %d: no reply within a minute", i)
+		}
+	}
+}
