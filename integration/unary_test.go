@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
+	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/fiskv1test"
@@ -275,5 +277,59 @@ func TestMCPRemoteNoUnaryCancel(t *testing.T) {
 	}
 	if n := v1.Calls.Load(); n != 1 {
 		t.Errorf("calls the v1 agent answered: got %d, want 1", n)
+	}
+}
+
+// TestMCPRemoteUnaryGatewayKilled kills the gateway (SIGKILL, by its PID)
+// while a unary remote call runs: the gateway's tool requests name the
+// subject it answers caller probes on, and once no one answers there the
+// agent kills the command's process group within a heartbeat interval or
+// two, records the call as its caller gone, and frees its only slot,
+// rather than run the command on to its tool_timeout.
+func TestMCPRemoteUnaryGatewayKilled(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	agent := b.startAgents(t, 1, b.demoAgent(t, "demo", 1))[0]
+	gw := startGateway(t, b.home.Env(), b.gatewayConfig(t, "0", "demo"))
+	c := connectMCP(t, gw.URL, nil)
+
+	// The gateway names its probe subject once its first call has had
+	// its reply and the server has taken the subscription.
+	watcher := b.ns.Connect(t)
+	requests, err := watcher.SubscribeSync(natsbus.ToolSubject("demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var probe string
+	fisktest.WaitFor(t, 20*time.Second, "a tool request naming the gateway's probe subject", func() bool {
+		if cr := mcpCommandResult(t, "demo_echo", callMCP(t, c, "demo_echo", map[string]any{"message": "hi"})); cr.Output != "hi\n" {
+			t.Fatalf("demo_echo: got %+v, want the echo", cr)
+		}
+		for {
+			m, err := requests.NextMsg(100 * time.Millisecond)
+			if err != nil {
+				return probe != ""
+			}
+			if p := m.Header.Get(natsbus.CallerProbeHeader); p != "" {
+				probe = p
+			}
+		}
+	})
+	t.Logf("the gateway's probe subject: %s", probe)
+
+	pid, _ := callSpawn(t, t.Context(), c, "demo_spawn")
+	killed := time.Now()
+	gw.Kill(t)
+	fisktest.WaitFor(t, 2*a2a.HeartbeatInterval+15*time.Second, "the agent to kill the abandoned command's group", func() bool { return fisktest.ProcessGone(pid) })
+	t.Logf("gateway killed; the remote grandchild was gone %s later", time.Since(killed).Round(time.Millisecond))
+	agent.WaitOutput(t, "caller gone: cancelling its call", 10*time.Second)
+	agent.WaitOutput(t, "outcome=canceled", 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if r, err := b.client.CallTool(ctx, "demo", "echo", json.RawMessage(`{"message":"after"}`)); err != nil || r.Output != "after\n" {
+		t.Errorf("the only slot after the abandoned call: got %+v, %v, want the echo", r, err)
 	}
 }
