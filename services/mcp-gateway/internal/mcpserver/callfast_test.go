@@ -108,13 +108,11 @@ func (c *countingTool) Call(ctx context.Context, req tool.Request) (tool.Outcome
 	return c.Tool.Call(ctx, req)
 }
 
-// TestToolsCallMatchesMCPGo: a 2026-07-28 tools/call answered by the
-// gateway's own path gets the status, content type and bytes mcp-go's
-// answer to the same request has, for results, in-band errors and the
-// policy's refusals alike; what the path leaves to mcp-go still gets
-// mcp-go's answer.
-func TestToolsCallMatchesMCPGo(t *testing.T) {
-	app := loadDemo(t, fiskapp.Options{})
+// mcpGoPair starts a gateway serving the demo and facts, a built-in with
+// a JSON outcome, and returns it, its URL and that of a server of its
+// mcp-go handler alone: the answers the gateway's own paths are held to.
+func mcpGoPair(t *testing.T) (s *Server, url, direct string) {
+	t.Helper()
 	facts, err := tool.NewFunc(tool.FuncSpec{
 		Name: "facts", Description: "Returns facts", Exposure: tool.ExposeMCP, Confirmation: tool.ConfirmNone,
 		Call: func(context.Context, tool.Request) (tool.Outcome, error) {
@@ -124,11 +122,28 @@ func TestToolsCallMatchesMCPGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, url := startServer(t, Config{}, append(app.Tools(), facts))
-	direct := httptest.NewServer(s.streamable)
-	t.Cleanup(direct.Close)
+	s, url = startServer(t, Config{}, append(loadDemo(t, fiskapp.Options{}).Tools(), facts))
+	mcpGo := httptest.NewServer(s.streamable)
+	t.Cleanup(mcpGo.Close)
+	return s, url, mcpGo.URL + "/mcp"
+}
 
-	for _, q := range []rawCall{
+// sameAsMCPGo checks that q gets the status, content type and bytes from
+// url that it gets from direct, mcp-go's handler alone.
+func sameAsMCPGo(t *testing.T, q rawCall, url, direct string) {
+	t.Helper()
+	status, ctype, got := q.do(t, url)
+	wstatus, wctype, want := q.do(t, direct)
+	if status != wstatus || ctype != wctype || !bytes.Equal(got, want) {
+		t.Errorf("%s (headers %v, token %q, session %q): got %d %s:\n%s\nwant mcp-go's %d %s:\n%s",
+			q.body(), q.header, q.token, q.session, status, ctype, got, wstatus, wctype, want)
+	}
+}
+
+// plainCalls are calls both fast paths answer: results, exits, built-ins,
+// in-band errors, ids of every kind, arguments of every shape.
+func plainCalls() []rawCall {
+	return []rawCall{
 		{name: "echo", args: `{"message":"hi"}`},
 		{name: "echo", args: `{"message":"<b> & \u2028","count":2,"upper":true}`, id: `"a-string-id"`},
 		{name: "echo", args: `{"message":"hi"}`, id: `12345678901234567890`},
@@ -137,35 +152,43 @@ func TestToolsCallMatchesMCPGo(t *testing.T) {
 		{name: "echo", args: `{"count":"not a number"}`},
 		{name: "echo", args: `[1,2]`},
 		{name: "echo", args: `{"message":"hi","extra":{"deep":[1,{"x":null}]}}`},
-		// A number mcp-go cannot decode, and others it can.
-		{name: "echo", args: `{"message":"hi","count":1e400}`},
-		{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"count":1e400}},` +
-			`"params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 + `","io.modelcontextprotocol/clientCapabilities":{}}}}`},
+		// Numbers mcp-go decodes, one in a string.
 		{name: "echo", args: `{"message":"x\\\"1e400","count":-0.5e-400,"n":[1E+2,-0,1.5e308]}`},
-		{name: "no_such_tool", args: `{}`},
+	}
+}
+
+// TestToolsCallMatchesMCPGo: a 2026-07-28 tools/call answered by the
+// gateway's own path gets the status, content type and bytes mcp-go's
+// answer to the same request has, for results, in-band errors and the
+// policy's refusals alike; what the path leaves to mcp-go still gets
+// mcp-go's answer.
+func TestToolsCallMatchesMCPGo(t *testing.T) {
+	_, url, direct := mcpGoPair(t)
+	for _, q := range append(plainCalls(),
+		// A number mcp-go cannot decode.
+		rawCall{name: "echo", args: `{"message":"hi","count":1e400}`},
+		rawCall{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"count":1e400}},` +
+			`"params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 + `","io.modelcontextprotocol/clientCapabilities":{}}}}`},
+		rawCall{name: "no_such_tool", args: `{}`},
 		// Params named twice: the arguments of the first stay, every
 		// other field is the second's, even one it leaves out (here the
 		// tool's name, then the _meta).
-		{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"one"}},` +
+		rawCall{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"one"}},` +
 			`"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 + `","io.modelcontextprotocol/clientCapabilities":{}}}}`},
-		{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fail","arguments":{"message":"one"}},` +
+		rawCall{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fail","arguments":{"message":"one"}},` +
 			`"params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 + `","io.modelcontextprotocol/clientCapabilities":{}}}}`},
 		// Left to mcp-go: a task, a retry with input.
-		{name: "echo", args: `{"message":"hi"}`, extra: `,"task":{"ttl":60000}`},
-		{name: "echo", args: `{"message":"hi"}`, extra: `,"requestState":"x"`},
+		rawCall{name: "echo", args: `{"message":"hi"}`, extra: `,"task":{"ttl":60000}`},
+		rawCall{name: "echo", args: `{"message":"hi"}`, extra: `,"requestState":"x"`},
 		// Whatever the client accepts, mcp-go answers a call that sent
 		// no notification as JSON.
-		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{"Accept": "text/event-stream"}},
-		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{"Accept": "*/*"}},
+		rawCall{name: "echo", args: `{"message":"hi"}`, header: map[string]string{"Accept": "text/event-stream"}},
+		rawCall{name: "echo", args: `{"message":"hi"}`, header: map[string]string{"Accept": "*/*"}},
 		// Headers mcp-go refuses.
-		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderName: "other"}},
-		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderMethod: "tools/list"}},
-	} {
-		status, ctype, got := q.do(t, url)
-		wstatus, wctype, want := q.do(t, direct.URL+"/mcp")
-		if status != wstatus || ctype != wctype || !bytes.Equal(got, want) {
-			t.Errorf("%s: got %d %s:\n%s\nwant mcp-go's %d %s:\n%s", q.body(), status, ctype, got, wstatus, wctype, want)
-		}
+		rawCall{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderName: "other"}},
+		rawCall{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderMethod: "tools/list"}},
+	) {
+		sameAsMCPGo(t, q, url, direct)
 	}
 	// A call with a progress token is mcp-go's too: its answer is an
 	// event stream (whether a progress notification precedes the result
@@ -196,16 +219,7 @@ func TestToolsCallFastPath(t *testing.T) {
 
 	// A gated tool never runs through the fast path: mcp-go answers, and
 	// with a client that cannot elicit it is refused in band, not run.
-	var gated string
-	for name, e := range *s.entries.Load() {
-		if e.gated {
-			gated = name
-			break
-		}
-	}
-	if gated == "" {
-		t.Fatal("the demo has no gated tool")
-	}
+	gated := gatedTool(t, s)
 	before := counted[gated].calls.Load()
 	status, _, body := rawCall{name: gated, args: `{}`}.do(t, url)
 	if status != http.StatusOK || counted[gated].calls.Load() != before {
@@ -261,15 +275,22 @@ func TestToolsCallPolicy(t *testing.T) {
 		sid := rawClient{t, url}.initialize(map[string]string{"Authorization": "Bearer " + token})
 		for _, name := range names[:min(len(names), 6)] {
 			for _, session := range []string{"", sid} {
-				q := rawCall{name: name, args: `{}`, token: token, session: session}
-				status, ctype, got := q.do(t, url)
-				wstatus, wctype, want := q.do(t, direct.URL+"/mcp")
-				if status != wstatus || ctype != wctype || !bytes.Equal(got, want) {
-					t.Errorf("%s calling %s (session %q): got %d %s:\n%s\nwant mcp-go's %d %s:\n%s", token, name, session, status, ctype, got, wstatus, wctype, want)
-				}
+				sameAsMCPGo(t, rawCall{name: name, args: `{}`, token: token, session: session}, url, direct.URL+"/mcp")
 			}
 		}
 	}
+}
+
+// gatedTool returns the name of a gated tool s serves.
+func gatedTool(t *testing.T, s *Server) string {
+	t.Helper()
+	for name, e := range *s.entries.Load() {
+		if e.gated {
+			return name
+		}
+	}
+	t.Fatal("the demo has no gated tool")
+	return ""
 }
 
 // TestToolsCallTakes checks which requests the gateway's own path answers
@@ -277,12 +298,7 @@ func TestToolsCallPolicy(t *testing.T) {
 func TestToolsCallTakes(t *testing.T) {
 	app := loadDemo(t, fiskapp.Options{})
 	s, _ := startServer(t, Config{}, app.Tools())
-	var gated string
-	for name, e := range *s.entries.Load() {
-		if e.gated {
-			gated = name
-		}
-	}
+	gated := gatedTool(t, s)
 	echo := rawCall{name: "echo", args: `{"message":"hi"}`}
 	tests := []struct {
 		name string

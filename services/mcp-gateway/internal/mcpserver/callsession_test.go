@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +11,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
-	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
 // TestSessionToolsCallMatchesMCPGo: a session-based tools/call answered by
@@ -20,54 +18,29 @@ import (
 // answer to the same request in the same session has; what the path
 // leaves to mcp-go still gets mcp-go's answer.
 func TestSessionToolsCallMatchesMCPGo(t *testing.T) {
-	app := loadDemo(t, fiskapp.Options{})
-	facts, err := tool.NewFunc(tool.FuncSpec{
-		Name: "facts", Description: "Returns facts", Exposure: tool.ExposeMCP, Confirmation: tool.ConfirmNone,
-		Call: func(context.Context, tool.Request) (tool.Outcome, error) {
-			return tool.Outcome{JSON: json.RawMessage(`{"b":2, "a":[1,2]}`)}, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, url := startServer(t, Config{}, append(app.Tools(), facts))
-	direct := httptest.NewServer(s.streamable)
-	t.Cleanup(direct.Close)
+	_, url, direct := mcpGoPair(t)
 	sid := rawClient{t, url}.initialize(nil)
 
 	legacyMeta := `,"io.modelcontextprotocol/protocolVersion":"2025-06-18"`
-	for _, q := range []rawCall{
-		{name: "echo", args: `{"message":"hi"}`},
-		{name: "echo", args: `{"message":"<b> & \u2028","count":2,"upper":true}`, id: `"a-string-id"`},
-		{name: "echo", args: `{"message":"hi"}`, id: `12345678901234567890`},
-		{name: "fail", args: `{"code":4}`},
-		{name: "facts"},
-		{name: "echo", args: `{"count":"not a number"}`},
-		{name: "echo", args: `[1,2]`},
-		{name: "echo", args: `{"message":"hi","extra":{"deep":[1,{"x":null}]}}`},
-		{name: "echo", args: `{"message":"x\\\"1e400","count":-0.5e-400,"n":[1E+2,-0,1.5e308]}`},
+	for _, q := range append(plainCalls(),
 		// An older version in _meta is still the session-based era.
-		{name: "echo", args: `{"message":"hi"}`, meta: legacyMeta},
+		rawCall{name: "echo", args: `{"message":"hi"}`, meta: legacyMeta},
 		// Left to mcp-go: a number it cannot decode, an unknown tool,
 		// params named twice, a _meta of the 2026-07-28 era, protocol
 		// version headers it refuses or defaults.
-		{name: "echo", args: `{"message":"hi","count":1e400}`},
-		{name: "no_such_tool", args: `{}`},
-		{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fail","arguments":{"message":"one"}},"params":{"name":"echo"}}`},
-		{name: "echo", args: `{"message":"hi"}`, meta: `,"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 + `","io.modelcontextprotocol/clientCapabilities":{}`},
-		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderProtocolVersion: "1999-01-01"}},
-		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderProtocolVersion: ""}},
+		rawCall{name: "echo", args: `{"message":"hi","count":1e400}`},
+		rawCall{name: "no_such_tool", args: `{}`},
+		rawCall{name: "echo", raw: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fail","arguments":{"message":"one"}},"params":{"name":"echo"}}`},
+		rawCall{name: "echo", args: `{"message":"hi"}`, meta: `,"io.modelcontextprotocol/protocolVersion":"` + mcp.ProtocolVersion20260728 + `","io.modelcontextprotocol/clientCapabilities":{}`},
+		rawCall{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderProtocolVersion: "1999-01-01"}},
+		rawCall{name: "echo", args: `{"message":"hi"}`, header: map[string]string{mcp.HeaderProtocolVersion: ""}},
 		// Whatever the client accepts, a call that sent no notification
 		// is answered as JSON.
-		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{"Accept": "text/event-stream"}},
-		{name: "echo", args: `{"message":"hi"}`, header: map[string]string{"Accept": "*/*"}},
-	} {
+		rawCall{name: "echo", args: `{"message":"hi"}`, header: map[string]string{"Accept": "text/event-stream"}},
+		rawCall{name: "echo", args: `{"message":"hi"}`, header: map[string]string{"Accept": "*/*"}},
+	) {
 		q.session = sid
-		status, ctype, got := q.do(t, url)
-		wstatus, wctype, want := q.do(t, direct.URL+"/mcp")
-		if status != wstatus || ctype != wctype || !bytes.Equal(got, want) {
-			t.Errorf("%s %v: got %d %s:\n%s\nwant mcp-go's %d %s:\n%s", q.body(), q.header, status, ctype, got, wstatus, wctype, want)
-		}
+		sameAsMCPGo(t, q, url, direct)
 	}
 	// A call with a progress token is mcp-go's: an event stream.
 	q := rawCall{session: sid, name: "echo", args: `{"message":"hi"}`, meta: `,"progressToken":"p1"`}
@@ -108,12 +81,7 @@ func TestSessionToolsCallTakes(t *testing.T) {
 	app := loadDemo(t, fiskapp.Options{})
 	s, url := startServer(t, Config{}, app.Tools())
 	sid := rawClient{t, url}.initialize(nil)
-	var gated string
-	for name, e := range *s.entries.Load() {
-		if e.gated {
-			gated = name
-		}
-	}
+	gated := gatedTool(t, s)
 	echo := rawCall{name: "echo", args: `{"message":"hi"}`}
 	tests := []struct {
 		name    string
