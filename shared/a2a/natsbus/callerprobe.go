@@ -96,14 +96,16 @@ func (t *Transport) checkProbe(mux *inboxMux) {
 // CallerProbe returns the subject the request's caller named in
 // [CallerProbeHeader], or "" when it named none, or named something no
 // probe may be sent to: not one literal subject (a wildcard, an empty
-// token, white space), or longer than 256 bytes.
+// token, white space), longer than 256 bytes, or not ending in the
+// caller-probe token. The token keeps a caller from having an agent send
+// its probes to any subject it likes.
 func (r *Request) CallerProbe() string {
 	h := r.Header()
 	if h == nil {
 		return ""
 	}
 	subject := h.Get(CallerProbeHeader)
-	if !literalSubject(subject) {
+	if !literalSubject(subject) || !strings.HasSuffix(subject, "."+callerToken) {
 		return ""
 	}
 	return subject

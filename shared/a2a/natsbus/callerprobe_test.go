@@ -123,7 +123,8 @@ func testCallerProbe(t *testing.T, user string) {
 }
 
 // TestCallerProbeSubject: what an agent accepts as a probe subject from a
-// request's header, and what probing it gives.
+// request's header (a literal subject of at most 256 bytes, ending in
+// .@caller), and what probing it gives.
 func TestCallerProbeSubject(t *testing.T) {
 	ns := natstest.StartFromConfig(t, cancelConf)
 	agentConn := ns.Connect(t, nats.UserInfo("agent", "agent-pw"))
@@ -151,7 +152,7 @@ func TestCallerProbeSubject(t *testing.T) {
 	if err := caller.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	long := "_INBOX." + strings.Repeat("x", 250)
+	long := "_INBOX." + strings.Repeat("x", 250) + ".@caller"
 	for _, tt := range []struct {
 		header, want string
 		err          error
@@ -160,6 +161,9 @@ func TestCallerProbeSubject(t *testing.T) {
 		{header: "_INBOX.live.@caller", want: "_INBOX.live.@caller"},
 		{header: "_INBOX.dead.@caller", want: "_INBOX.dead.@caller", err: natsbus.ErrCallerGone},
 		{header: "_INBOX.*.@caller", want: ""},
+		{header: "_INBOX.live", want: ""},
+		{header: "$SYS.REQ.SERVER.PING", want: ""},
+		{header: "@caller", want: ""},
 		{header: "_INBOX.>", want: ""},
 		{header: "_INBOX..x", want: ""},
 		{header: ".x", want: ""},

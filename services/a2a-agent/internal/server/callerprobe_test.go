@@ -93,12 +93,12 @@ func TestCallerGoneStopsUnaryCall(t *testing.T) {
 }
 
 // TestCallerProbeUnanswerable: a probe that cannot be answered in time, or
-// names a subject the agent may not use, never stops a call; only no
-// responders does.
+// names a subject no probe may be sent to, never stops a call; only no
+// responders on a caller-probe subject does.
 func TestCallerProbeUnanswerable(t *testing.T) {
 	t.Parallel()
 	ns := natstest.Start(t)
-	auditedDemo(t, ns, server.Config{Identity: "demo", MaxConcurrent: 2})
+	auditedDemo(t, ns, server.Config{Identity: "demo", MaxConcurrent: 3})
 	// A caller that takes the probe and never answers: slow, not gone.
 	slow := ns.Connect(t)
 	if _, err := slow.Subscribe("_INBOX.slow.@caller", func(*nats.Msg) {}); err != nil {
@@ -111,8 +111,10 @@ func TestCallerProbeUnanswerable(t *testing.T) {
 	input := json.RawMessage(`{"duration":"12s"}`)
 	calls := []<-chan *nats.Msg{
 		probedCall(t, ns.Connect(t), "sleep", input, "_INBOX.slow.@caller"),
-		// Not a subject a probe may be sent to: the header is ignored.
+		// Not subjects a probe may be sent to, though no one answers
+		// there: the header is ignored.
 		probedCall(t, ns.Connect(t), "sleep", input, "_INBOX.*"),
+		probedCall(t, ns.Connect(t), "sleep", input, "_INBOX.nobody"),
 	}
 	for i, done := range calls {
 		select {
