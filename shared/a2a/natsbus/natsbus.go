@@ -166,7 +166,8 @@ func (t *Transport) RoundTrip(ctx context.Context, identity string, route a2a.Ro
 	req := nats.NewMsg(subject)
 	req.Data = data
 	// The trace context rides in the headers, never in the A2A body,
-	// whose schemas stay v1; an untraced call sends no header.
+	// whose schemas stay v1; an untraced call sends none of it. So does
+	// a unary call's caller probe (callerprobe.go).
 	tracing.InjectNATS(ctx, req.Header)
 	if route == a2a.RouteTool {
 		if probe := t.callerProbe(); probe != "" {

@@ -74,7 +74,7 @@ func (s *Server) serveToolsCall(w http.ResponseWriter, r *http.Request, body []b
 		LogLevel:           meta.LogLevel(),
 	}
 	ctx := server.WithRequestProtocolInfo(r.Context(), info)
-	s.answerCall(w, r, ctx, msg.ID, req, true)
+	s.answerCall(ctx, w, r, msg.ID, req, true)
 	return true
 }
 
@@ -121,7 +121,7 @@ func (s *Server) fastTool(name string) bool {
 // its JSON-RPC answer as mcp-go would: with the 2026-07-28 era's result
 // type and server info when modern. A client gone by the end gets nothing,
 // as with mcp-go.
-func (s *Server) answerCall(w http.ResponseWriter, r *http.Request, ctx context.Context, id any, req mcp.CallToolRequest, modern bool) {
+func (s *Server) answerCall(ctx context.Context, w http.ResponseWriter, r *http.Request, id any, req mcp.CallToolRequest, modern bool) {
 	s.inFlight.Add(1)
 	res := s.handle(ctx, req.Params.Name, req)
 	s.inFlight.Add(-1)

@@ -20,7 +20,7 @@ import (
 // (TestSessionToolsCallMatchesMCPGo).
 //
 // It differs from mcp-go in where a session's notifications go, never in
-// what a call does or answers. mcp-go writes those queued for the session
+// what a call does or what its answer says. mcp-go writes those queued for the session
 // (a tools/list_changed, say) onto whichever request of the session runs
 // when they come, turning its answer into an event stream; the session's
 // own stream (GET) takes them otherwise. Here a call leaves them to that
@@ -80,6 +80,6 @@ func (s *Server) serveSessionToolsCall(cw *cancelWriter, r *http.Request, body [
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	cw.stopWith(stop)
-	s.answerCall(cw, r, ctx, msg.ID, req, false)
+	s.answerCall(ctx, cw, r, msg.ID, req, false)
 	return true
 }
