@@ -122,10 +122,13 @@ func (s *Server) waitSlot(ctx context.Context) bool {
 // stopping withdraws its request.
 func (s *Server) serveGated(ctx context.Context, r *natsbus.Request, req *a2a.ToolRequest, t tool.Tool, arrived time.Time, span trace.Span) {
 	defer s.inflight.Done()
-	// A cancel withdraws the request while it waits, and stops the run
-	// once approved.
-	ctx, _, untrack := s.track(ctx, req)
+	// A cancel, or the caller's going (see watchCaller), withdraws the
+	// request while it waits, and stops the run once approved.
+	ctx, cancel, untrack := s.track(ctx, req)
 	defer untrack()
+	if probe := r.CallerProbe(); probe != "" {
+		defer s.watchCaller(r, req, probe, cancel)()
+	}
 	run, refusal, rec := s.approve(ctx, t, req, nil)
 	if run && !s.waitSlot(ctx) {
 		run, refusal = false, s.stoppingReply().Output

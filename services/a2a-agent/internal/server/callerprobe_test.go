@@ -128,3 +128,23 @@ func TestCallerProbeUnanswerable(t *testing.T) {
 		}
 	}
 }
+
+// TestCallerGoneWithdrawsApproval: a unary call of a gated tool whose
+// caller goes while it waits for an operator has its approval request
+// withdrawn, and the tool never runs.
+func TestCallerGoneWithdrawsApproval(t *testing.T) {
+	t.Parallel()
+	ns, b, runs, _ := gatedServer(t, time.Minute)
+	const probe = "_INBOX.gated.@caller"
+	caller := answerProbes(t, ns, probe)
+	done := probedCall(t, ns.Connect(t), "gate", json.RawMessage(`{}`), probe)
+	waitPending(t, b, 1)
+	caller.Close()
+	fisktest.WaitFor(t, 2*a2a.HeartbeatInterval+10*time.Second, "the approval request to be withdrawn", func() bool { return len(b.Pending()) == 0 })
+	if m := receive(t, done, "the abandoned call's reply"); !strings.Contains(string(m.Data), "gate was not run: its approval was withdrawn") {
+		t.Errorf("reply: got %s, want one saying the approval was withdrawn", m.Data)
+	}
+	if runs.Load() != 0 {
+		t.Errorf("gate ran %d times, want 0", runs.Load())
+	}
+}
