@@ -27,7 +27,10 @@
 // process running the call whose request id the cancel names stops it and
 // answers the call with a reply that says so; the others ignore it. An
 // agent that honours this lists [a2a.ProtocolCallCancel] in its card.
-// Nothing is published for a call that is not canceled.
+// Nothing is published for a call that is not canceled. A unary caller
+// that dies is found out by the agent probing the subject the request
+// named in [CallerProbeHeader], once per heartbeat interval while the call
+// runs (callerprobe.go).
 package natsbus
 
 import (
