@@ -139,3 +139,27 @@ func TestSessionToolsCallTakes(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionToolsCallSessions: the sessions the gateway's path answers in
+// are mcp-go's own, kept from initialize until the session ends; a call
+// of an ended session is answered 404 by the session rules, never by the
+// path.
+func TestSessionToolsCallSessions(t *testing.T) {
+	app := loadDemo(t, fiskapp.Options{})
+	s, url := startServer(t, Config{}, app.Tools())
+	c := rawClient{t, url}
+	sid := c.initialize(nil)
+	if _, ok := s.clientSessions.Load(sid); !ok {
+		t.Fatalf("session %s: not kept after initialize", sid)
+	}
+	h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": mcp.LATEST_LEGACY_PROTOCOL_VERSION}
+	if resp, text := c.do(http.MethodDelete, nil, h); resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: got HTTP %d %q, want 200", resp.StatusCode, text)
+	}
+	if _, ok := s.clientSessions.Load(sid); ok {
+		t.Errorf("session %s: still kept after DELETE", sid)
+	}
+	if status, _, got := (rawCall{session: sid, name: "echo", args: `{"message":"hi"}`}).do(t, url); status != http.StatusNotFound {
+		t.Errorf("a call of the deleted session: got %d %s, want 404", status, got)
+	}
+}
