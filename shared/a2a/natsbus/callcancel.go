@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
+	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 )
 
 // CallControlToken is the last token of an identity's shared control
@@ -25,7 +26,11 @@ func CallControlSubject(identity string) string {
 
 // CancelCall sends data, an encoded cancel of a unary call, to every
 // process of identity, and flushes it, so the agent hears of it at once.
-// Nothing is sent until a call is canceled.
+// Nothing is sent until a call is canceled. A cancel the server refuses
+// for the connection's permissions is [a2a.ErrPermission], known by the
+// time the flush returns (the server's refusal comes before its answer to
+// the flush), so a caller does not wait for a reply the cancel will never
+// bring.
 func (t *Transport) CancelCall(identity string, data []byte) error {
 	if err := a2a.CheckIdentity(identity); err != nil {
 		return err
@@ -34,11 +39,20 @@ func (t *Transport) CancelCall(identity string, data []byte) error {
 		return fmt.Errorf("%w: cancel is %d bytes, the limit is %d", a2a.ErrTooLarge, len(data), a2a.MaxMessageSize)
 	}
 	subject := CallControlSubject(identity)
+	// nats.go keeps a refusal as the connection's last error as soon as it
+	// reads it (its error handler hears of it later): one that is new once
+	// the flush returns is this cancel's.
+	before := t.nc.LastError()
 	if err := t.nc.Publish(subject, data); err != nil {
 		return fmt.Errorf("sending cancel to %s: %w", subject, err)
 	}
 	if err := t.nc.Flush(); err != nil {
 		return fmt.Errorf("sending cancel to %s: %w", subject, err)
+	}
+	if after := t.nc.LastError(); after != before {
+		if refused, ok := natsconn.PublishViolation(after); ok && refused == subject {
+			return refusedError(subject)
+		}
 	}
 	return nil
 }

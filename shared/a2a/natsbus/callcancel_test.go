@@ -290,3 +290,62 @@ func TestCallToolCancelableWithoutCapability(t *testing.T) {
 		t.Errorf("CancelsCalls: got %v, %v, want false", ok, err)
 	}
 }
+
+// TestCallToolCancelableRefused cancels a call whose caller may call the
+// tool but not publish its cancel: the caller hears of the refusal at
+// once, with an error naming the subject and the permissions, rather than
+// after the grace, which the cancel could never end early.
+func TestCallToolCancelableRefused(t *testing.T) {
+	ns := natstest.StartFromConfig(t, `
+authorization {
+  users = [
+    { user: agent, password: agent-pw }
+    {
+      user: nocancel, password: nocancel-pw
+      permissions {
+        publish: ["choria.fisk-ai.discovery.*", "choria.fisk-ai.tool.open"]
+        subscribe: ["_INBOX.>"]
+        allow_responses: true
+      }
+    }
+  ]
+}`)
+	a := serveCancelable(t, ns.Connect(t, nats.UserInfo("agent", "agent-pw")), "open", true, true)
+	c, err := a2a.NewClient(natsbus.NewTransport(ns.Connect(t, nats.UserInfo("nocancel", "nocancel-pw"))), a2a.Participant{Name: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	type result struct {
+		reply *a2a.ToolReply
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := c.CallToolCancelable(ctx, "open", "wait", []byte(`{"hold":true}`), time.Minute)
+		done <- result{r, err}
+	}()
+	select {
+	case <-a.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent never got the call")
+	}
+	start := time.Now()
+	cancel()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the canceled call did not return")
+	}
+	if !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, a2a.ErrPermission) || !strings.Contains(r.err.Error(), natsbus.CallControlSubject("open")) {
+		t.Errorf("got %+v, %v, want context.Canceled and a2a.ErrPermission naming %s", r.reply, r.err, natsbus.CallControlSubject("open"))
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("returned %s after the cancel, want at once, not after the minute's grace", took)
+	}
+	if got := a.cancels(); len(got) != 0 {
+		t.Errorf("the agent heard %d cancels, want none", len(got))
+	}
+}
