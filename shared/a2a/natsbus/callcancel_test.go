@@ -126,6 +126,23 @@ func serveCancelable(t *testing.T, nc *nats.Conn, identity string, cancels, deaf
 	return a
 }
 
+// callResult is what a call returned.
+type callResult struct {
+	reply *a2a.ToolReply
+	err   error
+}
+
+// goHeld makes a cancelable call of open's "wait" that the agent holds
+// until it is canceled, on its own goroutine, with grace.
+func goHeld(ctx context.Context, c *a2a.Client, grace time.Duration) <-chan callResult {
+	done := make(chan callResult, 1)
+	go func() {
+		r, err := c.CallToolCancelable(ctx, "open", "wait", []byte(`{"hold":true}`), grace)
+		done <- callResult{r, err}
+	}()
+	return done
+}
+
 func (a *cancelAgent) cancels() []*a2a.Cancel {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -203,15 +220,7 @@ func TestCallToolCancelable(t *testing.T) {
 	ids := map[string]bool{}
 	for round := range 2 {
 		ctx, cancel := context.WithCancel(t.Context())
-		type result struct {
-			reply *a2a.ToolReply
-			err   error
-		}
-		done := make(chan result, 1)
-		go func() {
-			r, err := c.CallToolCancelable(ctx, "open", "wait", []byte(`{"hold":true}`), 5*time.Second)
-			done <- result{r, err}
-		}()
+		done := goHeld(ctx, c, 5*time.Second)
 		var id string
 		select {
 		case id = <-agents[0].held:
@@ -224,7 +233,7 @@ func TestCallToolCancelable(t *testing.T) {
 			t.Errorf("control messages before the cancel: got %v, want %d", got, round)
 		}
 		cancel()
-		var r result
+		var r callResult
 		select {
 		case r = <-done:
 		case <-time.After(5 * time.Second):
@@ -317,15 +326,7 @@ authorization {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	type result struct {
-		reply *a2a.ToolReply
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := c.CallToolCancelable(ctx, "open", "wait", []byte(`{"hold":true}`), time.Minute)
-		done <- result{r, err}
-	}()
+	done := goHeld(ctx, c, time.Minute)
 	select {
 	case <-a.held:
 	case <-time.After(10 * time.Second):
@@ -333,7 +334,7 @@ authorization {
 	}
 	start := time.Now()
 	cancel()
-	var r result
+	var r callResult
 	select {
 	case r = <-done:
 	case <-time.After(30 * time.Second):

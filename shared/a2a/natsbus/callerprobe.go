@@ -2,7 +2,6 @@ package natsbus
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -130,12 +129,5 @@ func literalSubject(s string) bool {
 // the caller answers, and the error otherwise, which says nothing either
 // way.
 func (r *Request) ProbeCaller(subject string, timeout time.Duration) error {
-	_, err := r.nc.Request(subject, nil, timeout)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return ErrCallerGone
-	case err != nil:
-		return fmt.Errorf("probing the caller on %s: %w", subject, err)
-	}
-	return nil
+	return r.probe(subject, nil, timeout)
 }

@@ -57,12 +57,18 @@ var ErrCallerGone = errors.New("caller gone: its inbox has no subscriber")
 // Streams probe at most once per heartbeat interval, so liveness costs
 // nothing per output chunk.
 func (r *Request) Probe(data []byte, timeout time.Duration) error {
-	_, err := r.nc.Request(r.req.Reply(), data, timeout)
+	return r.probe(r.req.Reply(), data, timeout)
+}
+
+// probe sends data to subject as a request: [ErrCallerGone] when no one
+// subscribes to it, nil when someone answers, the error otherwise.
+func (r *Request) probe(subject string, data []byte, timeout time.Duration) error {
+	_, err := r.nc.Request(subject, data, timeout)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return ErrCallerGone
 	case err != nil:
-		return fmt.Errorf("probing %s: %w", r.req.Reply(), err)
+		return fmt.Errorf("probing %s: %w", subject, err)
 	}
 	return nil
 }
