@@ -59,6 +59,9 @@ func serveProbed(t *testing.T, nc *nats.Conn, identity string) *probeAgent {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return a
 }
 
@@ -145,6 +148,10 @@ func TestCallerProbeSubject(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
+	// The service's subscriptions are in place before anyone calls.
+	if err := agentConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	caller := ns.Connect(t, nats.UserInfo("watcher", "watcher-pw"))
 	if _, err := caller.Subscribe("_INBOX.live.@caller", func(m *nats.Msg) { _ = m.Respond(nil) }); err != nil {
 		t.Fatal(err)
