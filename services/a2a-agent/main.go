@@ -69,6 +69,11 @@ func main() {
 	log, err := r.Logger(os.Stderr)
 	kctx.FatalIfErrorf(err)
 	if kctx.Command() == "serve" {
+		slack, err := procs.SlackSetting(os.LookupEnv)
+		kctx.FatalIfErrorf(err)
+		if err := procs.ApplySlack(slack); err != nil {
+			log.Warn("serving with the timer slack the process was started with", "error", err)
+		}
 		procs.Single(os.LookupEnv)
 		procs.GC(os.LookupEnv, agentGCPercent)
 	}

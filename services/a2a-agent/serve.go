@@ -180,7 +180,8 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		"tools", strings.Join(names, ","),
 		"dropped", len(srv.Dropped()),
 		"gomaxprocs", runtime.GOMAXPROCS(0),
-		"gogc", procs.GCPercent())
+		"gogc", procs.GCPercent(),
+		"timer_slack", procs.Slack())
 	// Start-up leaves garbage behind (the application's introspection
 	// JSON, the schema compiler's work, the libraries' init): a few
 	// megabytes the runtime would otherwise keep resident for as long as

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/shared/buildinfo"
 	"github.com/fiskfleet/fiskfleet/shared/logging"
+	"github.com/fiskfleet/fiskfleet/shared/procs"
 )
 
 // version, commit and date are stamped by release builds (make dist) with
@@ -51,6 +52,13 @@ func main() {
 	)
 	log, err := r.Logger(os.Stderr)
 	kctx.FatalIfErrorf(err)
+	if kctx.Command() == "serve" {
+		slack, err := procs.SlackSetting(os.LookupEnv)
+		kctx.FatalIfErrorf(err)
+		if err := procs.ApplySlack(slack); err != nil {
+			log.Warn("serving with the timer slack the process was started with", "error", err)
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fiskfleet/fiskfleet/shared/procs"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
@@ -112,7 +113,7 @@ func (r *runner) run(ctx context.Context, argv []string, live io.Writer) (*tool.
 	// the process's own run (see tracing.EventStarting).
 	span := trace.SpanFromContext(ctx)
 	tracing.Event(span, tracing.EventStarting)
-	err = cmd.Start()
+	err = procs.StartChild(cmd.Start)
 	// The child has its own copy of the write end; ours would keep the
 	// pipe from ever reaching end of file.
 	_ = w.Close()
@@ -301,7 +302,7 @@ func introspect(ctx context.Context, appPath string, scrub map[string]struct{}, 
 	// No grace: introspection has nothing to clean up, and a binary that
 	// ignores the flag may be doing anything at all.
 	g := inGroup(cmd, 0)
-	if err := cmd.Start(); err != nil {
+	if err := procs.StartChild(cmd.Start); err != nil {
 		return nil, fmt.Errorf("%w: running %s: %w", ErrIntrospect, appPath, err)
 	}
 	err := cmd.Wait()

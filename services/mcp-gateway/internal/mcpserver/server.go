@@ -23,6 +23,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/config"
+	"github.com/fiskfleet/fiskfleet/shared/procs"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -378,7 +379,7 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	s.log.Info("serving over MCP", "agent", s.cfg.Identity, "address", ln.Addr().String(), "tools", len(s.Served()),
-		"gomaxprocs", runtime.GOMAXPROCS(0))
+		"gomaxprocs", runtime.GOMAXPROCS(0), "timer_slack", procs.Slack())
 	if s.cfg.Listening != nil {
 		s.cfg.Listening(ln.Addr())
 	}

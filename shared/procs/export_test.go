@@ -1,0 +1,4 @@
+package procs
+
+// InheritedEnv is inheritedEnv, for the helper process of the tests.
+const InheritedEnv = inheritedEnv
