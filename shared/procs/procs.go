@@ -1,5 +1,6 @@
 // Package procs sets the Go runtime's defaults for a serving process of
-// fiskfleet, each unless the operator's environment sets it.
+// fiskfleet, and the kernel's timer slack it runs with, each unless the
+// operator's environment sets it.
 //
 // One P (GOMAXPROCS=1): a call's own work in an agent or a gateway is
 // tens of microseconds of decoding, checking and encoding; its command
@@ -11,6 +12,9 @@
 // calls fell by up to a round trip of the transport or more, with the same
 // calls per second under 16 concurrent callers. An identity scales by
 // running more processes, each of them one P.
+//
+// A millisecond of timer slack ([DefaultSlack], [ApplySlack]): fewer
+// wake-ups of the runtime's monitor thread per call.
 package procs
 
 import (
