@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -432,19 +433,23 @@ func fileExists(path string) bool {
 }
 
 // TestAgentProcs checks that a serving agent runs on one P with GOGC=50
-// unless GOMAXPROCS and GOGC say otherwise, and says which on its serving
-// line, and that calls on it are served concurrently all the same: a
-// command that waits holds no P.
+// and a millisecond of timer slack unless GOMAXPROCS, GOGC and
+// FISKFLEET_TIMER_SLACK say otherwise, and says which on its serving line;
+// that calls on it are served concurrently all the same (a command that
+// waits holds no P); and that its commands run with the timer slack it
+// was started with, not its own.
 func TestAgentProcs(t *testing.T) {
 	b := newBus(t)
 	cfg := fleettest.WriteAgentConfig(t, b.demoAgent(t, "procs", 4))
+	// The agent is started with this process's slack.
+	started := strings.TrimSpace(readFileString(t, "/proc/self/timerslack_ns"))
 	for _, tt := range []struct {
 		name string
 		env  []string
 		want string
 	}{
-		{"default", nil, "gomaxprocs=1 gogc=50"},
-		{"GOMAXPROCS and GOGC set", []string{"GOMAXPROCS=3", "GOGC=80"}, "gomaxprocs=3 gogc=80"},
+		{"default", nil, "gomaxprocs=1 gogc=50 timer_slack=1ms"},
+		{"GOMAXPROCS, GOGC and the slack set", []string{"GOMAXPROCS=3", "GOGC=80", "FISKFLEET_TIMER_SLACK=250us"}, "gomaxprocs=3 gogc=80 timer_slack=250µs"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fleettest.StartAgent(t, append(withoutProcs(b.home.Env()), tt.env...), cfg)
@@ -463,6 +468,9 @@ func TestAgentProcs(t *testing.T) {
 				if o.err != nil || o.reply.IsError {
 					t.Fatalf("sleep call: got %+v (%v)", o.reply, o.err)
 				}
+				if !strings.Contains(o.reply.Output, " slack="+started+"\n") {
+					t.Errorf("sleep call: got %q, want the command to run with slack=%s, the agent's own at its start", o.reply.Output, started)
+				}
 			}
 			// Four two-second sleeps on four slots: together, not one after
 			// another, which would take eight seconds.
@@ -476,8 +484,8 @@ func TestAgentProcs(t *testing.T) {
 }
 
 // TestGatewayProcs checks that a serving gateway runs on one P unless
-// GOMAXPROCS says otherwise or it keeps a knowledge index, and says which
-// on its serving line.
+// GOMAXPROCS says otherwise or it keeps a knowledge index, with a
+// millisecond of timer slack, and says which on its serving line.
 func TestGatewayProcs(t *testing.T) {
 	b := newBus(t)
 	plain := b.gatewayConfig(t, "0")
@@ -494,7 +502,7 @@ func TestGatewayProcs(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"default", plain, nil, "gomaxprocs=1"},
+		{"default", plain, nil, "gomaxprocs=1 timer_slack=1ms"},
 		{"GOMAXPROCS set", plain, []string{"GOMAXPROCS=3"}, "gomaxprocs=3"},
 		// The runtime's own default: GOMAXPROCS=2 names it on a machine
 		// of any size.
@@ -524,10 +532,44 @@ func TestGatewayProcs(t *testing.T) {
 	}
 }
 
-// withoutProcs is env without a GOMAXPROCS or GOGC this test process may
+// TestServingSlackRefused checks that a service refuses to start with a
+// timer slack that is not a duration from 0 to a second, naming the
+// variable.
+func TestServingSlackRefused(t *testing.T) {
+	b := newBus(t)
+	agentCfg := fleettest.WriteAgentConfig(t, b.demoAgent(t, "slack", 1))
+	gatewayCfg := b.gatewayConfig(t, "0")
+	for _, bin := range []struct{ path, cfg string }{
+		{fleettest.A2AAgent(t), agentCfg},
+		{fleettest.MCPGateway(t), gatewayCfg},
+	} {
+		for _, v := range []string{"fast", "-1ms", "2s"} {
+			cmd := exec.Command(bin.path, "serve", "--config", bin.cfg)
+			cmd.Env = append(b.home.Env(), "FISKFLEET_TIMER_SLACK="+v)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("%s serve with FISKFLEET_TIMER_SLACK=%s: started, want it refused", filepath.Base(bin.path), v)
+			}
+			if !strings.Contains(string(out), "FISKFLEET_TIMER_SLACK") {
+				t.Errorf("%s serve with FISKFLEET_TIMER_SLACK=%s: %v, output %q does not name the variable", filepath.Base(bin.path), v, err, out)
+			}
+		}
+	}
+}
+
+func readFileString(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	return string(b)
+}
+
+// withoutProcs is env without a GOMAXPROCS, GOGC or timer slack this test process may
 // have been given, so that a service started in it picks its own.
 func withoutProcs(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		return strings.HasPrefix(kv, "GOMAXPROCS=") || strings.HasPrefix(kv, "GOGC=")
+		return strings.HasPrefix(kv, "GOMAXPROCS=") || strings.HasPrefix(kv, "GOGC=") || strings.HasPrefix(kv, "FISKFLEET_TIMER_SLACK=")
 	})
 }

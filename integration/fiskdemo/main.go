@@ -54,7 +54,13 @@ func main() {
 	sleepFor := sleep.Flag("duration", "How long to sleep").Default("100ms").Duration()
 	sleep.Action(func(*fisk.ParseContext) error {
 		time.Sleep(*sleepFor)
-		fmt.Printf("slept %s pid=%d ppid=%d\n", *sleepFor, os.Getpid(), os.Getppid())
+		// The timer slack it ran with, where Linux says: what the agent
+		// that started it hands its commands (see shared/procs).
+		slack := ""
+		if b, err := os.ReadFile("/proc/self/timerslack_ns"); err == nil {
+			slack = " slack=" + strings.TrimSpace(string(b))
+		}
+		fmt.Printf("slept %s pid=%d ppid=%d%s\n", *sleepFor, os.Getpid(), os.Getppid(), slack)
 		return nil
 	})
 
