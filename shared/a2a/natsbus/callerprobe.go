@@ -23,7 +23,11 @@ import (
 // responders means the caller's connection is gone, and the agent cancels
 // the call. Anything else (an answer, a timeout, an error) leaves the call
 // running: a probe that cannot be delivered, say for permissions, must
-// never stop a call whose caller is alive.
+// never stop a call whose caller is alive. The subject is one of the
+// caller's account: a caller in another account, calling through a
+// service import, names one no probe from the agent's account reaches, so
+// an agent trusts no responders only on a subject it has seen answer
+// (the a2a-agent's watchCaller learns that at the first call naming it).
 //
 // The header is a NATS header, not a field of the A2A request, whose
 // schemas stay v1: an agent that does not know it ignores it, and a caller

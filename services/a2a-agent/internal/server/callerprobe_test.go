@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
+	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/natstest"
 )
@@ -92,13 +94,14 @@ func TestCallerGoneStopsUnaryCall(t *testing.T) {
 	}
 }
 
-// TestCallerProbeUnanswerable: a probe that cannot be answered in time, or
-// names a subject no probe may be sent to, never stops a call; only no
-// responders on a caller-probe subject does.
+// TestCallerProbeUnanswerable: a probe that cannot be answered in time, a
+// subject no probe from here has ever reached, or one no probe may be
+// sent to, never stops a call; only no responders on a caller-probe
+// subject that answered before does.
 func TestCallerProbeUnanswerable(t *testing.T) {
 	t.Parallel()
 	ns := natstest.Start(t)
-	auditedDemo(t, ns, server.Config{Identity: "demo", MaxConcurrent: 3})
+	auditedDemo(t, ns, server.Config{Identity: "demo", MaxConcurrent: 4})
 	// A caller that takes the probe and never answers: slow, not gone.
 	slow := ns.Connect(t)
 	if _, err := slow.Subscribe("_INBOX.slow.@caller", func(*nats.Msg) {}); err != nil {
@@ -111,6 +114,9 @@ func TestCallerProbeUnanswerable(t *testing.T) {
 	input := json.RawMessage(`{"duration":"12s"}`)
 	calls := []<-chan *nats.Msg{
 		probedCall(t, ns.Connect(t), "sleep", input, "_INBOX.slow.@caller"),
+		// No one there from the start, though the caller waits for its
+		// reply: a caller of another account (TestCallerProbeOtherAccount).
+		probedCall(t, ns.Connect(t), "sleep", input, "_INBOX.elsewhere.@caller"),
 		// Not subjects a probe may be sent to, though no one answers
 		// there: the header is ignored.
 		probedCall(t, ns.Connect(t), "sleep", input, "_INBOX.*"),
@@ -146,5 +152,62 @@ func TestCallerGoneWithdrawsApproval(t *testing.T) {
 	}
 	if runs.Load() != 0 {
 		t.Errorf("gate ran %d times, want 0", runs.Load())
+	}
+}
+
+// accountsConf puts agents and their callers in accounts of their own, as
+// an operator's deployment does: the callers import the agents' services.
+// A caller's inbox is a subject of its own account, where its replies
+// come back through the import; no subject of it can be reached from the
+// agents' account.
+const accountsConf = `
+accounts {
+  AGENTS {
+    users = [{ user: agent, password: agent-pw }]
+    exports = [
+      { service: "choria.fisk-ai.discovery.*" }
+      { service: "choria.fisk-ai.tool.*" }
+    ]
+  }
+  CALLERS {
+    users = [{ user: caller, password: caller-pw }]
+    imports = [
+      { service: { account: AGENTS, subject: "choria.fisk-ai.discovery.*" } }
+      { service: { account: AGENTS, subject: "choria.fisk-ai.tool.*" } }
+    ]
+  }
+}`
+
+// TestCallerProbeOtherAccount: a caller in another account names a probe
+// subject of its own account, where the agent's probes find no one
+// however alive the caller is; its calls run to their end.
+func TestCallerProbeOtherAccount(t *testing.T) {
+	t.Parallel()
+	ns := natstest.StartFromConfig(t, accountsConf)
+	agent := nats.UserInfo("agent", "agent-pw")
+	startServer(t, newServer(t, server.Config{Identity: "demo", MaxConcurrent: 2}, demoTools(t, fiskapp.Options{})), ns.Connect(t, agent))
+	// The tool requests as the agent gets them, in its account.
+	tap, err := ns.Connect(t, agent).SubscribeSync(natsbus.ToolSubject("demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, ns.Connect(t, nats.UserInfo("caller", "caller-pw")), "tester")
+	fisktest.WaitFor(t, 10*time.Second, "a tool request naming a probe subject", func() bool {
+		if r := callTool(t, c, "demo", "echo", `{"message":"ready"}`); r.IsError {
+			t.Fatalf("echo: got %+v", r)
+		}
+		m, err := tap.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("the tap saw no request: %v", err)
+		}
+		return m.Header.Get(natsbus.CallerProbeHeader) != ""
+	})
+	// Longer than a heartbeat interval, so the agent probes while the
+	// caller waits.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := c.CallTool(ctx, "demo", "sleep", json.RawMessage(`{"duration":"7s"}`))
+	if err != nil || r.IsError || r.Exec == nil || r.Exec.ExitCode != 0 {
+		t.Fatalf("a call of a caller that waited for it: got %+v (%v), want the sleep's result", r, err)
 	}
 }

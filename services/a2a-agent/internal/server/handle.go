@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -140,42 +139,6 @@ func canceledUnary(ctx context.Context, t tool.Tool, reply *a2a.ToolReply, rec c
 		rec.class = classCallerGone
 	}
 	return &a2a.ToolReply{IsError: true, Output: msg}, rec
-}
-
-// watchCaller probes the caller of a unary call on probe, the subject it
-// named (see natsbus.CallerProbeHeader), once per heartbeat interval while
-// the call runs, and cancels the call with errCallerGone once no one
-// subscribes there. A call shorter than the interval sends no probe. It
-// returns the function that ends the watch; a probe already sent runs to
-// its answer or its timeout.
-func (s *Server) watchCaller(r *natsbus.Request, req *a2a.ToolRequest, probe string, cancel context.CancelCauseFunc) (stop func()) {
-	var (
-		mu      sync.Mutex // guards timer and stopped
-		timer   *time.Timer
-		stopped bool
-	)
-	check := func() {
-		err := r.ProbeCaller(probe, a2a.HeartbeatInterval)
-		if errors.Is(err, natsbus.ErrCallerGone) {
-			s.log.Info("caller gone: cancelling its call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "probe", probe)
-			cancel(errCallerGone)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			timer.Reset(a2a.HeartbeatInterval)
-		}
-	}
-	mu.Lock()
-	timer = time.AfterFunc(a2a.HeartbeatInterval, check)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		timer.Stop()
-	}
 }
 
 // refuseStopping answers a call that arrives once Stop has begun.

@@ -202,6 +202,9 @@ type Server struct {
 
 	// calls are the calls in progress, streamed and unary, for cancels.
 	calls calls
+	// reach is what the agent has learned of the caller-probe subjects
+	// it was given (see watchCaller).
+	reach probeReach
 
 	// mu guards svc, ctrl, callCtrl and stopped, and orders every
 	// inflight.Add before Stop's inflight.Wait.
