@@ -191,3 +191,61 @@ func TestCallerProbeSubject(t *testing.T) {
 		}
 	}
 }
+
+// limitConf puts the caller in an account of its own whose connections
+// may hold one subscription: nats.go's reply inbox takes it.
+const limitConf = `
+accounts {
+  AGENTS {
+    users = [{ user: agent, password: agent-pw }]
+    exports = [{ service: "choria.fisk-ai.tool.*" }]
+  }
+  CALLERS {
+    users = [{ user: caller, password: caller-pw }]
+    imports = [{ service: { account: AGENTS, subject: "choria.fisk-ai.tool.*" } }]
+    limits { max_subscriptions: 1 }
+  }
+}`
+
+// TestCallerProbeSubscriptionLimit: a caller whose connection may not
+// subscribe to its stream inbox never names a probe subject, and its
+// calls go on being answered: the probe is what it loses, never its
+// replies.
+func TestCallerProbeSubscriptionLimit(t *testing.T) {
+	ns := natstest.StartFromConfig(t, limitConf)
+	agent := serveProbed(t, ns.Connect(t, nats.UserInfo("agent", "agent-pw")), "open")
+	refused := make(chan error, 10)
+	callerConn := ns.Connect(t, nats.UserInfo("caller", "caller-pw"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case refused <- err:
+		default:
+		}
+	}))
+	c, err := a2a.NewClient(natsbus.NewTransport(callerConn), a2a.Participant{Name: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func() {
+		t.Helper()
+		if r, err := c.CallTool(t.Context(), "open", "wait", nil); err != nil || r.Output != "done\n" {
+			t.Fatalf("call: got %+v, %v, want done", r, err)
+		}
+	}
+	call()
+	select {
+	case err := <-refused:
+		if !errors.Is(err, nats.ErrMaxSubscriptionsExceeded) {
+			t.Fatalf("the caller's connection: got %v, want %v for its stream inbox", err, nats.ErrMaxSubscriptionsExceeded)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never refused the stream inbox: the limit does not hold, and the test shows nothing")
+	}
+	for range 3 {
+		call()
+	}
+	for i, s := range agent.seen() {
+		if s.subject != "" {
+			t.Errorf("call %d named probe subject %q, which the server refused to subscribe", i, s.subject)
+		}
+	}
+}
