@@ -333,3 +333,64 @@ func TestMCPRemoteUnaryGatewayKilled(t *testing.T) {
 		t.Errorf("the only slot after the abandoned call: got %+v, %v, want the echo", r, err)
 	}
 }
+
+// accountsConf is a NATS server whose agents and gateways are in accounts
+// of their own, as an operator who keeps tenants apart runs them: the
+// gateways' account imports the agents' discovery and tool services.
+const accountsConf = `
+accounts {
+  AGENTS {
+    users = [{ user: agent, password: agent-pw }]
+    exports = [
+      { service: "choria.fisk-ai.discovery.*" }
+      { service: "choria.fisk-ai.tool.*" }
+    ]
+  }
+  GATEWAYS {
+    users = [{ user: gateway, password: gateway-pw }]
+    imports = [
+      { service: { account: AGENTS, subject: "choria.fisk-ai.discovery.*" } }
+      { service: { account: AGENTS, subject: "choria.fisk-ai.tool.*" } }
+    ]
+  }
+}`
+
+// TestMCPRemoteUnaryAcrossAccounts: a gateway in another account than its
+// agents, importing their services, lists and calls their tools; a call
+// longer than a heartbeat interval runs to its end, though the probe
+// subject the gateway names is one of its own account, which the agent's
+// probes cannot reach.
+func TestMCPRemoteUnaryAcrossAccounts(t *testing.T) {
+	t.Parallel()
+	ns := natstest.StartFromConfig(t, accountsConf)
+	home := fleettest.NewHome(t)
+	home.AddContext(t, ns, "agents", map[string]string{"user": "agent", "password": "agent-pw"})
+	home.AddContext(t, ns, fleetContext, map[string]string{"user": "gateway", "password": "gateway-pw"})
+	b := &bus{ns: ns, home: home}
+	demo := b.demoAgent(t, "demo", 1)
+	demo.NATSContext = "agents"
+	agent := b.startAgents(t, 1, demo)[0]
+	gw := startGateway(t, home.Env(), b.gatewayConfig(t, "0", "demo"))
+	c := connectMCP(t, gw.URL, nil)
+
+	// The tool requests as the agent gets them, in its account.
+	requests, err := ns.Connect(t, nats.UserInfo("agent", "agent-pw")).SubscribeSync(natsbus.ToolSubject("demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fisktest.WaitFor(t, 20*time.Second, "a tool request naming the gateway's probe subject", func() bool {
+		if cr := mcpCommandResult(t, "demo_echo", callMCP(t, c, "demo_echo", map[string]any{"message": "hi"})); cr.Output != "hi\n" {
+			t.Fatalf("demo_echo: got %+v, want the echo", cr)
+		}
+		m, err := requests.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("no tool request reached the agents' account: %v", err)
+		}
+		return m.Header.Get(natsbus.CallerProbeHeader) != ""
+	})
+	cr := mcpCommandResult(t, "demo_sleep", callMCP(t, c, "demo_sleep", map[string]any{"duration": "7s"}))
+	if cr.ExitCode != 0 || !strings.HasPrefix(cr.Output, "slept 7s ") {
+		t.Fatalf("demo_sleep: got %+v, want the sleep's result", cr)
+	}
+	agent.WaitOutput(t, "caller probes do not reach", 10*time.Second)
+}
