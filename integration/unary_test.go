@@ -344,6 +344,8 @@ accounts {
     exports = [
       { service: "choria.fisk-ai.discovery.*" }
       { service: "choria.fisk-ai.tool.*" }
+      # A streamed call is answered with many messages.
+      { service: "choria.fisk-ai.stream.*", response_type: stream }
     ]
   }
   GATEWAYS {
@@ -351,15 +353,17 @@ accounts {
     imports = [
       { service: { account: AGENTS, subject: "choria.fisk-ai.discovery.*" } }
       { service: { account: AGENTS, subject: "choria.fisk-ai.tool.*" } }
+      { service: { account: AGENTS, subject: "choria.fisk-ai.stream.*" } }
     ]
   }
 }`
 
 // TestMCPRemoteUnaryAcrossAccounts: a gateway in another account than its
-// agents, importing their services, lists and calls their tools; a call
-// longer than a heartbeat interval runs to its end, though the probe
+// agents, importing their services, lists and calls their tools; a unary
+// call longer than a heartbeat interval runs to its end, though the probe
 // subject the gateway names is one of its own account, which the agent's
-// probes cannot reach.
+// probes cannot reach; and so does a streamed one, whose service is
+// exported with response_type stream.
 func TestMCPRemoteUnaryAcrossAccounts(t *testing.T) {
 	t.Parallel()
 	ns := natstest.StartFromConfig(t, accountsConf)
@@ -393,4 +397,24 @@ func TestMCPRemoteUnaryAcrossAccounts(t *testing.T) {
 		t.Fatalf("demo_sleep: got %+v, want the sleep's result", cr)
 	}
 	agent.WaitOutput(t, "caller probes do not reach", 10*time.Second)
+
+	// A call with a progress token is streamed, and outlives a heartbeat
+	// too: the agent probes the stream's reply subject, which the import
+	// maps back to the gateway.
+	var notes progressNotes
+	pc := connectMCP(t, gw.URL, notes.notify)
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "demo_ticker"
+	req.Params.Arguments = map[string]any{"every": "500ms", "count": 14}
+	req.Params.Meta = &mcp.Meta{ProgressToken: "across"}
+	res, err := pc.CallTool(t.Context(), req)
+	if err != nil {
+		t.Fatalf("tools/call demo_ticker: %v", err)
+	}
+	if cr := mcpCommandResult(t, "demo_ticker", res); !strings.HasSuffix(cr.Output, "tick 14 of 14\n") {
+		t.Fatalf("demo_ticker: got %+v, want 14 ticks", cr)
+	}
+	if got := notes.of("across"); len(got) < 3 {
+		t.Errorf("progress notifications of the streamed call: got %d, want several", len(got))
+	}
 }
