@@ -21,6 +21,12 @@ const SlackEnv = "FISKFLEET_TIMER_SLACK"
 // slack, sysmon woke about ten times per call and took most of a process's
 // context switches. Every timer of a serving process is a timeout or an
 // interval of a second or more, which a millisecond late does not change.
+// What it does change: sysmon is also what hands the P of a goroutine
+// blocked in a system call to another thread, and it now looks about once
+// a millisecond, not every 20 to 70 µs. A call's path blocks in none (its
+// reads and writes go through the poller), but a process on one P whose
+// log writes block on a slow stderr reader holds its calls that much
+// longer per write: FISKFLEET_TIMER_SLACK=0 is the way back.
 // The commands a process runs get back the slack it was started with (see
 // [StartChild]). Slack is a Linux feature; elsewhere it is left alone.
 const DefaultSlack = time.Millisecond
