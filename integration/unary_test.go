@@ -346,6 +346,8 @@ accounts {
       { service: "choria.fisk-ai.tool.*" }
       # A streamed call is answered with many messages.
       { service: "choria.fisk-ai.stream.*", response_type: stream }
+      # Cancels, of unary calls (control.IDENTITY.@all) and streamed ones.
+      { service: "choria.fisk-ai.control.*.*" }
     ]
   }
   GATEWAYS {
@@ -354,6 +356,7 @@ accounts {
       { service: { account: AGENTS, subject: "choria.fisk-ai.discovery.*" } }
       { service: { account: AGENTS, subject: "choria.fisk-ai.tool.*" } }
       { service: { account: AGENTS, subject: "choria.fisk-ai.stream.*" } }
+      { service: { account: AGENTS, subject: "choria.fisk-ai.control.*.*" } }
     ]
   }
 }`
@@ -362,8 +365,9 @@ accounts {
 // agents, importing their services, lists and calls their tools; a unary
 // call longer than a heartbeat interval runs to its end, though the probe
 // subject the gateway names is one of its own account, which the agent's
-// probes cannot reach; and so does a streamed one, whose service is
-// exported with response_type stream.
+// probes cannot reach; so does a streamed one, whose service is exported
+// with response_type stream; and a cancel crosses over to kill the
+// command of a unary call.
 func TestMCPRemoteUnaryAcrossAccounts(t *testing.T) {
 	t.Parallel()
 	ns := natstest.StartFromConfig(t, accountsConf)
@@ -417,4 +421,21 @@ func TestMCPRemoteUnaryAcrossAccounts(t *testing.T) {
 	if got := notes.of("across"); len(got) < 3 {
 		t.Errorf("progress notifications of the streamed call: got %d, want several", len(got))
 	}
+
+	// A unary call cancelled by its MCP client: the cancel crosses to the
+	// agents' account, and the command, which would run a minute, is
+	// killed, the grandchild that ignores SIGTERM with it.
+	ctx, cancel := context.WithCancel(t.Context())
+	grandchild, done := callSpawn(t, ctx, c, "demo_spawn")
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the cancelled call: got %v, want context.Canceled", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled call did not return within 20s")
+	}
+	fisktest.WaitFor(t, 20*time.Second, "the agent to kill the cancelled command's group", func() bool { return fisktest.ProcessGone(grandchild) })
+	agent.WaitOutput(t, "outcome=canceled", 10*time.Second)
 }
