@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 
@@ -336,7 +337,9 @@ func TestMCPRemoteUnaryGatewayKilled(t *testing.T) {
 
 // accountsConf is a NATS server whose agents and gateways are in accounts
 // of their own, as an operator who keeps tenants apart runs them: the
-// gateways' account imports the agents' discovery and tool services.
+// gateways' account imports the agents' services. The %[1]s and %[2]s
+// verbs take more exports and imports of the gateways' and the agents'
+// accounts.
 const accountsConf = `
 accounts {
   AGENTS {
@@ -349,9 +352,11 @@ accounts {
       # Cancels, of unary calls (control.IDENTITY.@all) and streamed ones.
       { service: "choria.fisk-ai.control.*.*" }
     ]
+    imports = [%[2]s]
   }
   GATEWAYS {
     users = [{ user: gateway, password: gateway-pw }]
+    exports = [%[1]s]
     imports = [
       { service: { account: AGENTS, subject: "choria.fisk-ai.discovery.*" } }
       { service: { account: AGENTS, subject: "choria.fisk-ai.tool.*" } }
@@ -360,6 +365,44 @@ accounts {
     ]
   }
 }`
+
+// accountsFleet starts a NATS server from accountsConf with gatewayExports
+// and agentImports, one `a2a-agent serve` on identity demo with one slot
+// in the agents' account, and a gateway importing demo's tools in the
+// gateways' account, with an MCP client of it.
+func accountsFleet(tb testing.TB, gatewayExports, agentImports string) (*natstest.Server, *fleettest.Process, *gatewayProcess, *client.Client) {
+	tb.Helper()
+	ns := natstest.StartFromConfig(tb, fmt.Sprintf(accountsConf, gatewayExports, agentImports))
+	home := fleettest.NewHome(tb)
+	home.AddContext(tb, ns, "agents", map[string]string{"user": "agent", "password": "agent-pw"})
+	home.AddContext(tb, ns, fleetContext, map[string]string{"user": "gateway", "password": "gateway-pw"})
+	b := &bus{ns: ns, home: home}
+	demo := b.demoAgent(tb, "demo", 1)
+	demo.NATSContext = "agents"
+	agent := b.startAgents(tb, 1, demo)[0]
+	gw := startGateway(tb, home.Env(), b.gatewayConfig(tb, "0", "demo"))
+	return ns, agent, gw, connectMCP(tb, gw.URL, nil)
+}
+
+// awaitProbeSubject makes echo calls until a tool request that reaches the
+// agents' account names the gateway's probe subject.
+func awaitProbeSubject(tb testing.TB, ns *natstest.Server, c *client.Client) {
+	tb.Helper()
+	requests, err := ns.Connect(tb, nats.UserInfo("agent", "agent-pw")).SubscribeSync(natsbus.ToolSubject("demo"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fisktest.WaitFor(tb, 20*time.Second, "a tool request naming the gateway's probe subject", func() bool {
+		if cr := mcpCommandResult(tb, "demo_echo", callMCP(tb, c, "demo_echo", map[string]any{"message": "hi"})); cr.Output != "hi\n" {
+			tb.Fatalf("demo_echo: got %+v, want the echo", cr)
+		}
+		m, err := requests.NextMsg(5 * time.Second)
+		if err != nil {
+			tb.Fatalf("no tool request reached the agents' account: %v", err)
+		}
+		return m.Header.Get(natsbus.CallerProbeHeader) != ""
+	})
+}
 
 // TestMCPRemoteUnaryAcrossAccounts: a gateway in another account than its
 // agents, importing their services, lists and calls their tools; a unary
@@ -370,32 +413,8 @@ accounts {
 // command of a unary call.
 func TestMCPRemoteUnaryAcrossAccounts(t *testing.T) {
 	t.Parallel()
-	ns := natstest.StartFromConfig(t, accountsConf)
-	home := fleettest.NewHome(t)
-	home.AddContext(t, ns, "agents", map[string]string{"user": "agent", "password": "agent-pw"})
-	home.AddContext(t, ns, fleetContext, map[string]string{"user": "gateway", "password": "gateway-pw"})
-	b := &bus{ns: ns, home: home}
-	demo := b.demoAgent(t, "demo", 1)
-	demo.NATSContext = "agents"
-	agent := b.startAgents(t, 1, demo)[0]
-	gw := startGateway(t, home.Env(), b.gatewayConfig(t, "0", "demo"))
-	c := connectMCP(t, gw.URL, nil)
-
-	// The tool requests as the agent gets them, in its account.
-	requests, err := ns.Connect(t, nats.UserInfo("agent", "agent-pw")).SubscribeSync(natsbus.ToolSubject("demo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fisktest.WaitFor(t, 20*time.Second, "a tool request naming the gateway's probe subject", func() bool {
-		if cr := mcpCommandResult(t, "demo_echo", callMCP(t, c, "demo_echo", map[string]any{"message": "hi"})); cr.Output != "hi\n" {
-			t.Fatalf("demo_echo: got %+v, want the echo", cr)
-		}
-		m, err := requests.NextMsg(5 * time.Second)
-		if err != nil {
-			t.Fatalf("no tool request reached the agents' account: %v", err)
-		}
-		return m.Header.Get(natsbus.CallerProbeHeader) != ""
-	})
+	ns, agent, gw, c := accountsFleet(t, "", "")
+	awaitProbeSubject(t, ns, c)
 	cr := mcpCommandResult(t, "demo_sleep", callMCP(t, c, "demo_sleep", map[string]any{"duration": "7s"}))
 	if cr.ExitCode != 0 || !strings.HasPrefix(cr.Output, "slept 7s ") {
 		t.Fatalf("demo_sleep: got %+v, want the sleep's result", cr)
@@ -438,4 +457,28 @@ func TestMCPRemoteUnaryAcrossAccounts(t *testing.T) {
 	}
 	fisktest.WaitFor(t, 20*time.Second, "the agent to kill the cancelled command's group", func() bool { return fisktest.ProcessGone(grandchild) })
 	agent.WaitOutput(t, "outcome=canceled", 10*time.Second)
+}
+
+// TestMCPRemoteUnaryGatewayKilledAcrossAccounts: with the gateways'
+// caller-probe subjects exported to the agents' account as a service, the
+// agent's probes reach a gateway of another account, and a unary call
+// whose gateway is killed is cancelled as in one account.
+func TestMCPRemoteUnaryGatewayKilledAcrossAccounts(t *testing.T) {
+	t.Parallel()
+	ns, agent, gw, c := accountsFleet(t,
+		`{ service: "_INBOX.*.@caller" }`,
+		`{ service: { account: GATEWAYS, subject: "_INBOX.*.@caller" } }`)
+	awaitProbeSubject(t, ns, c)
+	pid, _ := callSpawn(t, t.Context(), c, "demo_spawn")
+	// Alive for more than one probe: the call runs on.
+	time.Sleep(a2a.HeartbeatInterval + a2a.HeartbeatInterval/2)
+	if fisktest.ProcessGone(pid) {
+		t.Fatal("the call stopped while its gateway answered the probes")
+	}
+	gw.Kill(t)
+	fisktest.WaitFor(t, 2*a2a.HeartbeatInterval+15*time.Second, "the agent to kill the abandoned command's group", func() bool { return fisktest.ProcessGone(pid) })
+	agent.WaitOutput(t, "caller gone: cancelling its call", 10*time.Second)
+	if strings.Contains(agent.Stderr(), "caller probes do not reach") {
+		t.Error("the agent found the exported probe subject unreachable")
+	}
 }
