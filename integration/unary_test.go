@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -335,47 +337,48 @@ func TestMCPRemoteUnaryGatewayKilled(t *testing.T) {
 	}
 }
 
-// accountsConf is a NATS server whose agents and gateways are in accounts
-// of their own, as an operator who keeps tenants apart runs them: the
-// gateways' account imports the agents' services. The %[1]s and %[2]s
-// verbs take more exports and imports of the gateways' and the agents'
-// accounts.
-const accountsConf = `
-accounts {
-  AGENTS {
-    users = [{ user: agent, password: agent-pw }]
-    exports = [
-      { service: "choria.fisk-ai.discovery.*" }
-      { service: "choria.fisk-ai.tool.*" }
-      # A streamed call is answered with many messages.
-      { service: "choria.fisk-ai.stream.*", response_type: stream }
-      # Cancels, of unary calls (control.IDENTITY.@all) and streamed ones.
-      { service: "choria.fisk-ai.control.*.*" }
-    ]
-    imports = [%[2]s]
-  }
-  GATEWAYS {
-    users = [{ user: gateway, password: gateway-pw }]
-    exports = [%[1]s]
-    imports = [
-      { service: { account: AGENTS, subject: "choria.fisk-ai.discovery.*" } }
-      { service: { account: AGENTS, subject: "choria.fisk-ai.tool.*" } }
-      { service: { account: AGENTS, subject: "choria.fisk-ai.stream.*" } }
-      { service: { account: AGENTS, subject: "choria.fisk-ai.control.*.*" } }
-    ]
-  }
-}`
+// accountsPasswords are the passwords of the users of
+// examples/nats-server-accounts.conf, which reads each from NAME_PASSWORD.
+var accountsPasswords = map[string]string{"agent": "agent-pw-5e1a", "gateway": "gateway-pw-a93c"}
 
-// accountsFleet starts a NATS server from accountsConf with gatewayExports
-// and agentImports, one `a2a-agent serve` on identity demo with one slot
-// in the agents' account, and a gateway importing demo's tools in the
-// gateways' account, with an MCP client of it.
-func accountsFleet(tb testing.TB, gatewayExports, agentImports string) (*natstest.Server, *fleettest.Process, *gatewayProcess, *client.Client) {
+// accountsListen is the example's listen line, which the tests move to a
+// random port.
+const accountsListen = "listen: 127.0.0.1:4222"
+
+// accountsFleet starts the NATS server of
+// examples/nats-server-accounts.conf on a random loopback port (without
+// the caller-probe export and import unless liveness is set), one
+// `a2a-agent serve` on identity demo with one slot in the agents' account,
+// and a gateway importing demo's tools in the gateways' account, with an
+// MCP client of it.
+func accountsFleet(tb testing.TB, liveness bool) (*natstest.Server, *fleettest.Process, *gatewayProcess, *client.Client) {
 	tb.Helper()
-	ns := natstest.StartFromConfig(tb, fmt.Sprintf(accountsConf, gatewayExports, agentImports))
+	raw, err := os.ReadFile(filepath.Join("examples", "nats-server-accounts.conf"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conf := string(raw)
+	if !strings.Contains(conf, accountsListen) {
+		tb.Fatalf("examples/nats-server-accounts.conf: got no %q line, want one for the test to move to a random port", accountsListen)
+	}
+	conf = strings.Replace(conf, accountsListen, "listen: 127.0.0.1:-1", 1)
+	if !liveness {
+		var kept []string
+		for l := range strings.Lines(conf) {
+			if !strings.Contains(l, `"_INBOX.*.@caller"`) {
+				kept = append(kept, l)
+			}
+		}
+		conf = strings.Join(kept, "")
+	}
+	var vars strings.Builder
+	for _, user := range slices.Sorted(maps.Keys(accountsPasswords)) {
+		fmt.Fprintf(&vars, "%s_PASSWORD: %q\n", strings.ToUpper(user), accountsPasswords[user])
+	}
+	ns := natstest.StartFromConfig(tb, vars.String()+conf)
 	home := fleettest.NewHome(tb)
-	home.AddContext(tb, ns, "agents", map[string]string{"user": "agent", "password": "agent-pw"})
-	home.AddContext(tb, ns, fleetContext, map[string]string{"user": "gateway", "password": "gateway-pw"})
+	home.AddContext(tb, ns, "agents", map[string]string{"user": "agent", "password": accountsPasswords["agent"]})
+	home.AddContext(tb, ns, fleetContext, map[string]string{"user": "gateway", "password": accountsPasswords["gateway"]})
 	b := &bus{ns: ns, home: home}
 	demo := b.demoAgent(tb, "demo", 1)
 	demo.NATSContext = "agents"
@@ -388,7 +391,7 @@ func accountsFleet(tb testing.TB, gatewayExports, agentImports string) (*natstes
 // agents' account names the gateway's probe subject.
 func awaitProbeSubject(tb testing.TB, ns *natstest.Server, c *client.Client) {
 	tb.Helper()
-	requests, err := ns.Connect(tb, nats.UserInfo("agent", "agent-pw")).SubscribeSync(natsbus.ToolSubject("demo"))
+	requests, err := ns.Connect(tb, nats.UserInfo("agent", accountsPasswords["agent"])).SubscribeSync(natsbus.ToolSubject("demo"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -405,7 +408,8 @@ func awaitProbeSubject(tb testing.TB, ns *natstest.Server, c *client.Client) {
 }
 
 // TestMCPRemoteUnaryAcrossAccounts: a gateway in another account than its
-// agents, importing their services, lists and calls their tools; a unary
+// agents, importing their services (examples/nats-server-accounts.conf
+// without the caller-probe export), lists and calls their tools; a unary
 // call longer than a heartbeat interval runs to its end, though the probe
 // subject the gateway names is one of its own account, which the agent's
 // probes cannot reach; so does a streamed one, whose service is exported
@@ -413,7 +417,7 @@ func awaitProbeSubject(tb testing.TB, ns *natstest.Server, c *client.Client) {
 // command of a unary call.
 func TestMCPRemoteUnaryAcrossAccounts(t *testing.T) {
 	t.Parallel()
-	ns, agent, gw, c := accountsFleet(t, "", "")
+	ns, agent, gw, c := accountsFleet(t, false)
 	awaitProbeSubject(t, ns, c)
 	cr := mcpCommandResult(t, "demo_sleep", callMCP(t, c, "demo_sleep", map[string]any{"duration": "7s"}))
 	if cr.ExitCode != 0 || !strings.HasPrefix(cr.Output, "slept 7s ") {
@@ -460,14 +464,13 @@ func TestMCPRemoteUnaryAcrossAccounts(t *testing.T) {
 }
 
 // TestMCPRemoteUnaryGatewayKilledAcrossAccounts: with the gateways'
-// caller-probe subjects exported to the agents' account as a service, the
+// caller-probe subjects exported to the agents' account as a service
+// (examples/nats-server-accounts.conf as it is), the
 // agent's probes reach a gateway of another account, and a unary call
 // whose gateway is killed is cancelled as in one account.
 func TestMCPRemoteUnaryGatewayKilledAcrossAccounts(t *testing.T) {
 	t.Parallel()
-	ns, agent, gw, c := accountsFleet(t,
-		`{ service: "_INBOX.*.@caller" }`,
-		`{ service: { account: GATEWAYS, subject: "_INBOX.*.@caller" } }`)
+	ns, agent, gw, c := accountsFleet(t, true)
 	awaitProbeSubject(t, ns, c)
 	pid, _ := callSpawn(t, t.Context(), c, "demo_spawn")
 	// Alive for more than one probe: the call runs on.
