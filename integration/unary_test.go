@@ -86,6 +86,20 @@ func callSpawn(tb testing.TB, ctx context.Context, c mcpCaller, name string) (in
 	return fisktest.WaitPIDFile(tb, pidfile), done
 }
 
+// waitCanceled waits for the outcome of a call its caller cancelled:
+// context.Canceled, within 20 s.
+func waitCanceled(tb testing.TB, done <-chan error) {
+	tb.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			tb.Errorf("the cancelled call: got %v, want context.Canceled", err)
+		}
+	case <-time.After(20 * time.Second):
+		tb.Fatal("the cancelled call did not return within 20s")
+	}
+}
+
 type mcpCaller interface {
 	CallTool(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error)
 }
@@ -147,14 +161,7 @@ func TestMCPRemoteUnary(t *testing.T) {
 		}
 		cancelled := time.Now()
 		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("the cancelled call: got %v, want context.Canceled", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("the cancelled call did not return within 20s")
-		}
+		waitCanceled(t, done)
 		// The demo's grandchild ignores SIGTERM: the agent's kill grace
 		// (2 s) passes before SIGKILL.
 		fisktest.WaitFor(t, 8*time.Second, "the agent to kill the cancelled command's group", func() bool { return fisktest.ProcessGone(pid) })
@@ -451,14 +458,7 @@ func TestMCPRemoteUnaryAcrossAccounts(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	grandchild, done := callSpawn(t, ctx, c, "demo_spawn")
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("the cancelled call: got %v, want context.Canceled", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the cancelled call did not return within 20s")
-	}
+	waitCanceled(t, done)
 	fisktest.WaitFor(t, 20*time.Second, "the agent to kill the cancelled command's group", func() bool { return fisktest.ProcessGone(grandchild) })
 	agent.WaitOutput(t, "outcome=canceled", 10*time.Second)
 }
