@@ -398,8 +398,13 @@ func accountsFleet(tb testing.TB, liveness bool) (*natstest.Server, *fleettest.P
 // agents' account names the gateway's probe subject.
 func awaitProbeSubject(tb testing.TB, ns *natstest.Server, c *client.Client) {
 	tb.Helper()
-	requests, err := ns.Connect(tb, nats.UserInfo("agent", accountsPasswords["agent"])).SubscribeSync(natsbus.ToolSubject("demo"))
+	tap := ns.Connect(tb, nats.UserInfo("agent", accountsPasswords["agent"]))
+	requests, err := tap.SubscribeSync(natsbus.ToolSubject("demo"))
 	if err != nil {
+		tb.Fatal(err)
+	}
+	// In place on the server before the first call.
+	if err := tap.Flush(); err != nil {
 		tb.Fatal(err)
 	}
 	fisktest.WaitFor(tb, 20*time.Second, "a tool request naming the gateway's probe subject", func() bool {

@@ -187,8 +187,13 @@ func TestCallerProbeOtherAccount(t *testing.T) {
 	agent := nats.UserInfo("agent", "agent-pw")
 	startServer(t, newServer(t, server.Config{Identity: "demo", MaxConcurrent: 2}, demoTools(t, fiskapp.Options{})), ns.Connect(t, agent))
 	// The tool requests as the agent gets them, in its account.
-	tap, err := ns.Connect(t, agent).SubscribeSync(natsbus.ToolSubject("demo"))
+	tapConn := ns.Connect(t, agent)
+	tap, err := tapConn.SubscribeSync(natsbus.ToolSubject("demo"))
 	if err != nil {
+		t.Fatal(err)
+	}
+	// In place on the server before the first call.
+	if err := tapConn.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	c := newClient(t, ns.Connect(t, nats.UserInfo("caller", "caller-pw")), "tester")
