@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -110,6 +111,14 @@ type baseFigures struct {
 	BaseMCPLegacyCallDelta float64 `json:"base_mcp_legacy_call_paired_delta_rt"`
 	BaseMCPRawCallDelta    float64 `json:"base_mcp_raw_call_paired_delta_rt"`
 	BaseMCPRemoteCallDelta float64 `json:"base_mcp_remote_call_paired_delta_rt"`
+	// Base<path>DeltaCI is the 95 % confidence interval of that median
+	// (see medianCI): a delta whose interval holds 0 is not one the run
+	// can tell from noise.
+	BaseA2ACallDeltaCI       [2]float64 `json:"base_a2a_call_paired_delta_ci_rt"`
+	BaseMCPCallDeltaCI       [2]float64 `json:"base_mcp_call_paired_delta_ci_rt"`
+	BaseMCPLegacyCallDeltaCI [2]float64 `json:"base_mcp_legacy_call_paired_delta_ci_rt"`
+	BaseMCPRawCallDeltaCI    [2]float64 `json:"base_mcp_raw_call_paired_delta_ci_rt"`
+	BaseMCPRemoteCallDeltaCI [2]float64 `json:"base_mcp_remote_call_paired_delta_ci_rt"`
 
 	BaseA2AStreamP50 float64 `json:"base_a2a_stream_p50_us"`
 	BaseA2AStreamP99 float64 `json:"base_a2a_stream_p99_us"`
@@ -158,17 +167,18 @@ func roundOverheads(call, direct, floor *benchSeries) []float64 {
 	return out
 }
 
-// pairedDelta is how many round trips of the floor cur takes more than
-// base (negative: fewer): the median, over the timed batches, of cur's
-// batch p50 less base's batch p50 of the same turn, over the floor's p50.
-// [interleaveRounds] runs the k-th batch of every series in its k-th turn,
-// so each difference is of two batches a few milliseconds apart: the
-// machine's drift over a run, which moves the rounds of even identical
-// services half a round trip apart, mostly cancels out.
-func pairedDelta(cur, base *benchSeries, batch int, floor time.Duration) float64 {
+// pairedDeltas is how many round trips of the floor cur takes more than
+// base (negative: fewer) in each timed batch: cur's batch p50 less base's
+// batch p50 of the same turn, over the floor's p50. [interleaveRounds]
+// runs the k-th batch of every series in its k-th turn, so each
+// difference is of two batches a few milliseconds apart: the machine's
+// drift over a run, which moves the rounds of even identical services
+// half a round trip apart, mostly cancels out. A partial batch at the end
+// is left out.
+func pairedDeltas(cur, base *benchSeries, batch int, floor time.Duration) []float64 {
 	n := min(len(cur.samples), len(base.samples)) / batch
 	if n == 0 || floor <= 0 {
-		return 0
+		return nil
 	}
 	deltas := make([]float64, n)
 	for k := range deltas {
@@ -176,7 +186,32 @@ func pairedDelta(cur, base *benchSeries, batch int, floor time.Duration) float64
 		b := percentile(base.samples[k*batch:(k+1)*batch], 50)
 		deltas[k] = float64(c-b) / float64(floor)
 	}
-	return round(median(deltas), 3)
+	return deltas
+}
+
+// pairedDelta is the median of [pairedDeltas], to three decimals: an
+// outlying batch does not move it.
+func pairedDelta(cur, base *benchSeries, batch int, floor time.Duration) float64 {
+	return round(median(pairedDeltas(cur, base, batch, floor)), 3)
+}
+
+// medianCI is an approximate 95 % confidence interval of the median of xs,
+// to three decimals, from their order alone: the values ranked
+// n/2 ∓ 0.98·√n, the normal approximation of the binomial count of values
+// below the median. It assumes the batches independent, which pairing
+// makes them mostly; with fewer than eight values it is their whole
+// range.
+func medianCI(xs []float64) [2]float64 {
+	if len(xs) == 0 {
+		return [2]float64{}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := float64(len(s))
+	half := 0.98 * math.Sqrt(n)
+	lo := max(int(math.Floor(n/2-half)), 0)
+	hi := min(int(math.Ceil(n/2+half)), len(s)-1)
+	return [2]float64{round(s[lo], 3), round(s[hi], 3)}
 }
 
 // roundRatios returns a's p50 over b's in each round, to three decimals.
@@ -552,6 +587,29 @@ func TestPairedDelta(t *testing.T) {
 	}
 	if got := pairedDelta(cur, &benchSeries{}, 2, 200*time.Microsecond); got != 0 {
 		t.Errorf("no base batches: got %v, want 0", got)
+	}
+}
+
+// TestMedianCI: the interval of the median of 1..100 is the 41st to the
+// 61st value (the exact binomial interval is the 40th to the 61st), a
+// handful of values gives their whole range, and order does not matter.
+func TestMedianCI(t *testing.T) {
+	var xs []float64
+	for i := 100; i >= 1; i-- {
+		xs = append(xs, float64(i))
+	}
+	for _, tt := range []struct {
+		xs   []float64
+		want [2]float64
+	}{
+		{xs, [2]float64{41, 61}},
+		{[]float64{3, -1, 2, 0.5, 1}, [2]float64{-1, 3}},
+		{[]float64{0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25}, [2]float64{0.25, 0.25}},
+		{nil, [2]float64{}},
+	} {
+		if got := medianCI(tt.xs); got != tt.want {
+			t.Errorf("medianCI of %d values: got %v, want %v", len(tt.xs), got, tt.want)
+		}
 	}
 }
 

@@ -797,14 +797,24 @@ func TestBenchReport(t *testing.T) {
 	}
 	if base != nil {
 		bf := rep.baseFigures
-		for path, delta := range map[string]*float64{
-			"a2a_call": &bf.BaseA2ACallDelta, "mcp_call": &bf.BaseMCPCallDelta, "mcp_legacy_call": &bf.BaseMCPLegacyCallDelta,
-			"mcp_raw_call": &bf.BaseMCPRawCallDelta, "mcp_remote_call": &bf.BaseMCPRemoteCallDelta,
+		var sb strings.Builder
+		for _, d := range []struct {
+			path  string
+			delta *float64
+			ci    *[2]float64
+		}{
+			{"a2a_call", &bf.BaseA2ACallDelta, &bf.BaseA2ACallDeltaCI},
+			{"mcp_call", &bf.BaseMCPCallDelta, &bf.BaseMCPCallDeltaCI},
+			{"mcp_legacy_call", &bf.BaseMCPLegacyCallDelta, &bf.BaseMCPLegacyCallDeltaCI},
+			{"mcp_raw_call", &bf.BaseMCPRawCallDelta, &bf.BaseMCPRawCallDeltaCI},
+			{"mcp_remote_call", &bf.BaseMCPRemoteCallDelta, &bf.BaseMCPRemoteCallDeltaCI},
 		} {
-			*delta = pairedDelta(paths[path], basePaths[path], set.callBatch, percentile(floor.samples, 50))
+			deltas := pairedDeltas(paths[d.path], basePaths[d.path], set.callBatch, percentile(floor.samples, 50))
+			*d.delta, *d.ci = round(median(deltas), 3), medianCI(deltas)
+			fmt.Fprintf(&sb, ", %s %+.3f [%+.3f, %+.3f]", d.path, *d.delta, d.ci[0], d.ci[1])
 		}
-		t.Logf("current less base %s, paired by batch, in round trips: a2a_call %+.3f, mcp_call %+.3f, mcp_legacy_call %+.3f, mcp_raw_call %+.3f, mcp_remote_call %+.3f",
-			bf.BaseRevision, bf.BaseA2ACallDelta, bf.BaseMCPCallDelta, bf.BaseMCPLegacyCallDelta, bf.BaseMCPRawCallDelta, bf.BaseMCPRemoteCallDelta)
+		t.Logf("current less base %s, paired by batch, in round trips, with the median's 95 %% interval: %s",
+			bf.BaseRevision, strings.TrimPrefix(sb.String(), ", "))
 	}
 	rows = append(rows, overheadRow{name: "call_floor", p50: rep.CallFloorP50, p99: rep.CallFloorP99})
 	rep.CallFloorIdleMS = float64(callFloorIdle) / float64(time.Millisecond)
