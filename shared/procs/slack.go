@@ -27,6 +27,7 @@ const SlackEnv = "FISKFLEET_TIMER_SLACK"
 // reads and writes go through the poller), but a process on one P whose
 // log writes block on a slow stderr reader holds its calls that much
 // longer per write: FISKFLEET_TIMER_SLACK=0 is the way back.
+//
 // The commands a process runs get back the slack it was started with (see
 // [StartChild]). Slack is a Linux feature; elsewhere it is left alone.
 const DefaultSlack = time.Millisecond
@@ -44,7 +45,7 @@ var (
 )
 
 // inheritedEnv carries childSlack, in nanoseconds, across the
-// re-execution; Slack removes it from the environment again, so the
+// re-execution; ApplySlack removes it from the environment again, so the
 // commands never see it.
 const inheritedEnv = "FISKFLEET_TIMER_SLACK_STARTED"
 

@@ -20,11 +20,11 @@ import (
 // and the runtime starts sysmon before any of the program's code runs, so
 // setting it now would miss the one thread it is for. ApplySlack sets it
 // on its own thread and re-executes the binary from there (the same
-// arguments and environment, the same PID):
-// every thread of the new image has it. It returns at once when the
-// process already has d (a systemd unit's TimerSlackNSec=) and after the
-// re-execution. An error means the re-execution failed and nothing
-// changed: the process runs on with the slack it has.
+// arguments and environment, the same PID), so that every thread of the
+// new image has it. It returns at once when the process already has d (a
+// systemd unit's TimerSlackNSec=) and after the re-execution. An error
+// means the re-execution failed and nothing changed: the process runs on
+// with the slack it has.
 func ApplySlack(d time.Duration) error {
 	if v, ok := os.LookupEnv(inheritedEnv); ok {
 		// The re-executed image: its commands get back what the

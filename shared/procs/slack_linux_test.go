@@ -35,13 +35,15 @@ type helperReport struct {
 	Err string `json:"err"`
 	// Slack is the main thread's slack as procs.Slack and /proc report
 	// it; Thread that of a thread started after ApplySlack.
-	Slack, Proc, Thread time.Duration
+	Slack  time.Duration `json:"slack"`
+	Proc   time.Duration `json:"proc"`
+	Thread time.Duration `json:"thread"`
 	// Comm is the process's name, as ps shows it.
 	Comm string `json:"comm"`
 	// Child is a command's slack, started through StartChild, and
 	// ChildEnv whether the marker reached its environment.
-	Child    time.Duration
-	ChildEnv bool `json:"child_env"`
+	Child    time.Duration `json:"child"`
+	ChildEnv bool          `json:"child_env"`
 }
 
 func TestMain(m *testing.M) {
@@ -72,9 +74,9 @@ func TestMain(m *testing.M) {
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	if err := procs.StartChild(cmd.Start); err != nil {
-		rep.Err += "starting the child: " + err.Error()
+		rep.Err = strings.TrimPrefix(rep.Err+"; starting the child: "+err.Error(), "; ")
 	} else if err := cmd.Wait(); err != nil {
-		rep.Err += "running the child: " + err.Error()
+		rep.Err = strings.TrimPrefix(rep.Err+"; running the child: "+err.Error(), "; ")
 	}
 	if f := strings.Fields(out.String()); len(f) == 2 {
 		ns, _ := strconv.ParseInt(f[0], 10, 64)
