@@ -17,7 +17,7 @@ import (
 // its word it would cancel every call of that caller longer than a
 // heartbeat. So an agent learns whether its probes reach a subject at the
 // start of the first call that names it, when the caller is surely there,
-// waiting for that very call; a call names a subject found unreachable is
+// waiting for that very call; a call naming a subject found unreachable is
 // not watched at all, and one whose subject has not been found reachable
 // yet is never cancelled.
 
@@ -55,7 +55,7 @@ func (p *probeReach) get(subject string) reachState {
 	return p.state[subject]
 }
 
-// claim reports whether the caller is to send subject's first probe: only
+// claim reports whether its caller is to send subject's first probe: only
 // the first call to find it unknown does.
 func (p *probeReach) claim(subject string) bool {
 	p.mu.Lock()
