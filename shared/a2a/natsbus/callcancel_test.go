@@ -249,6 +249,9 @@ func TestCallToolCancelable(t *testing.T) {
 				t.Errorf("agent %d heard %+v, want the cancel of request %s from gw", i, got, id)
 			}
 		}
+		// The watcher's delivery runs on a goroutine of its own, which a
+		// busy machine may leave behind the agents'.
+		fisktest.WaitFor(t, 10*time.Second, "the watcher to see the cancel", func() bool { return len(controlSeen()) >= round+1 })
 	}
 	if got := controlSeen(); len(got) != 2 || got[0] != natsbus.CallControlSubject("open") {
 		t.Errorf("control messages: got %v, want two on %s", got, natsbus.CallControlSubject("open"))
