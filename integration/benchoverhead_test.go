@@ -111,14 +111,19 @@ type baseFigures struct {
 	BaseMCPLegacyCallDelta float64 `json:"base_mcp_legacy_call_paired_delta_rt"`
 	BaseMCPRawCallDelta    float64 `json:"base_mcp_raw_call_paired_delta_rt"`
 	BaseMCPRemoteCallDelta float64 `json:"base_mcp_remote_call_paired_delta_rt"`
-	// Base<path>DeltaCI is the 95 % confidence interval of that median
-	// (see medianCI): a delta whose interval holds 0 is not one the run
-	// can tell from noise.
-	BaseA2ACallDeltaCI       [2]float64 `json:"base_a2a_call_paired_delta_ci_rt"`
-	BaseMCPCallDeltaCI       [2]float64 `json:"base_mcp_call_paired_delta_ci_rt"`
-	BaseMCPLegacyCallDeltaCI [2]float64 `json:"base_mcp_legacy_call_paired_delta_ci_rt"`
-	BaseMCPRawCallDeltaCI    [2]float64 `json:"base_mcp_raw_call_paired_delta_ci_rt"`
-	BaseMCPRemoteCallDeltaCI [2]float64 `json:"base_mcp_remote_call_paired_delta_ci_rt"`
+	// Base<path>DeltaLo and Hi bound the 95 % confidence interval of that
+	// median (see medianCI): a delta whose interval holds 0 is not one the
+	// run can tell from noise.
+	BaseA2ACallDeltaLo       float64 `json:"base_a2a_call_paired_delta_lo_rt"`
+	BaseA2ACallDeltaHi       float64 `json:"base_a2a_call_paired_delta_hi_rt"`
+	BaseMCPCallDeltaLo       float64 `json:"base_mcp_call_paired_delta_lo_rt"`
+	BaseMCPCallDeltaHi       float64 `json:"base_mcp_call_paired_delta_hi_rt"`
+	BaseMCPLegacyCallDeltaLo float64 `json:"base_mcp_legacy_call_paired_delta_lo_rt"`
+	BaseMCPLegacyCallDeltaHi float64 `json:"base_mcp_legacy_call_paired_delta_hi_rt"`
+	BaseMCPRawCallDeltaLo    float64 `json:"base_mcp_raw_call_paired_delta_lo_rt"`
+	BaseMCPRawCallDeltaHi    float64 `json:"base_mcp_raw_call_paired_delta_hi_rt"`
+	BaseMCPRemoteCallDeltaLo float64 `json:"base_mcp_remote_call_paired_delta_lo_rt"`
+	BaseMCPRemoteCallDeltaHi float64 `json:"base_mcp_remote_call_paired_delta_hi_rt"`
 
 	BaseA2AStreamP50 float64 `json:"base_a2a_stream_p50_us"`
 	BaseA2AStreamP99 float64 `json:"base_a2a_stream_p99_us"`

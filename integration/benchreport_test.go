@@ -799,19 +799,19 @@ func TestBenchReport(t *testing.T) {
 		bf := rep.baseFigures
 		var sb strings.Builder
 		for _, d := range []struct {
-			path  string
-			delta *float64
-			ci    *[2]float64
+			path          string
+			delta, lo, hi *float64
 		}{
-			{"a2a_call", &bf.BaseA2ACallDelta, &bf.BaseA2ACallDeltaCI},
-			{"mcp_call", &bf.BaseMCPCallDelta, &bf.BaseMCPCallDeltaCI},
-			{"mcp_legacy_call", &bf.BaseMCPLegacyCallDelta, &bf.BaseMCPLegacyCallDeltaCI},
-			{"mcp_raw_call", &bf.BaseMCPRawCallDelta, &bf.BaseMCPRawCallDeltaCI},
-			{"mcp_remote_call", &bf.BaseMCPRemoteCallDelta, &bf.BaseMCPRemoteCallDeltaCI},
+			{"a2a_call", &bf.BaseA2ACallDelta, &bf.BaseA2ACallDeltaLo, &bf.BaseA2ACallDeltaHi},
+			{"mcp_call", &bf.BaseMCPCallDelta, &bf.BaseMCPCallDeltaLo, &bf.BaseMCPCallDeltaHi},
+			{"mcp_legacy_call", &bf.BaseMCPLegacyCallDelta, &bf.BaseMCPLegacyCallDeltaLo, &bf.BaseMCPLegacyCallDeltaHi},
+			{"mcp_raw_call", &bf.BaseMCPRawCallDelta, &bf.BaseMCPRawCallDeltaLo, &bf.BaseMCPRawCallDeltaHi},
+			{"mcp_remote_call", &bf.BaseMCPRemoteCallDelta, &bf.BaseMCPRemoteCallDeltaLo, &bf.BaseMCPRemoteCallDeltaHi},
 		} {
 			deltas := pairedDeltas(paths[d.path], basePaths[d.path], set.callBatch, percentile(floor.samples, 50))
-			*d.delta, *d.ci = round(median(deltas), 3), medianCI(deltas)
-			fmt.Fprintf(&sb, ", %s %+.3f [%+.3f, %+.3f]", d.path, *d.delta, d.ci[0], d.ci[1])
+			ci := medianCI(deltas)
+			*d.delta, *d.lo, *d.hi = round(median(deltas), 3), ci[0], ci[1]
+			fmt.Fprintf(&sb, ", %s %+.3f [%+.3f, %+.3f]", d.path, *d.delta, *d.lo, *d.hi)
 		}
 		t.Logf("current less base %s, paired by batch, in round trips, with the median's 95 %% interval: %s",
 			bf.BaseRevision, strings.TrimPrefix(sb.String(), ", "))
