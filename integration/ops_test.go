@@ -544,7 +544,10 @@ func TestServingSlackRefused(t *testing.T) {
 		{fleettest.MCPGateway(t), gatewayCfg},
 	} {
 		for _, v := range []string{"fast", "-1ms", "2s"} {
-			cmd := exec.Command(bin.path, "serve", "--config", bin.cfg)
+			// Bounded: a value taken by mistake would serve for ever.
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin.path, "serve", "--config", bin.cfg)
 			cmd.Env = append(b.home.Env(), "FISKFLEET_TIMER_SLACK="+v)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
@@ -566,8 +569,9 @@ func readFileString(t *testing.T, path string) string {
 	return string(b)
 }
 
-// withoutProcs is env without a GOMAXPROCS, GOGC or timer slack this test process may
-// have been given, so that a service started in it picks its own.
+// withoutProcs is env without a GOMAXPROCS, GOGC or timer slack this test
+// process may have been given, so that a service started in it picks its
+// own.
 func withoutProcs(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		return strings.HasPrefix(kv, "GOMAXPROCS=") || strings.HasPrefix(kv, "GOGC=") || strings.HasPrefix(kv, "FISKFLEET_TIMER_SLACK=")
