@@ -194,10 +194,11 @@ func pairedDeltas(cur, base *benchSeries, batch int, floor time.Duration) []floa
 	return deltas
 }
 
-// pairedDelta is the median of [pairedDeltas], to three decimals: an
-// outlying batch does not move it.
-func pairedDelta(cur, base *benchSeries, batch int, floor time.Duration) float64 {
-	return round(median(pairedDeltas(cur, base, batch, floor)), 3)
+// pairedDelta is the median of [pairedDeltas], to three decimals (an
+// outlying batch does not move it), and its 95 % interval ([medianCI]).
+func pairedDelta(cur, base *benchSeries, batch int, floor time.Duration) (float64, [2]float64) {
+	deltas := pairedDeltas(cur, base, batch, floor)
+	return round(median(deltas), 3), medianCI(deltas)
 }
 
 // medianCI is an approximate 95 % confidence interval of the median of xs,
@@ -582,16 +583,16 @@ func TestPairedDelta(t *testing.T) {
 	// is 3 ms slower.
 	cur := &benchSeries{samples: us(2400, 2400, 3400, 3400, 4400, 4400, 8500, 8500)}
 	base := &benchSeries{samples: us(2500, 2500, 3500, 3500, 4500, 4500, 5500, 5500)}
-	if got, want := pairedDelta(cur, base, 2, 200*time.Microsecond), -0.5; got != want {
-		t.Errorf("got %v, want %v", got, want)
+	if got, _ := pairedDelta(cur, base, 2, 200*time.Microsecond); got != -0.5 {
+		t.Errorf("got %v, want -0.5", got)
 	}
 	// A partial batch at the end is left out.
 	cur.samples = append(cur.samples, us(100000)...)
-	if got, want := pairedDelta(cur, base, 2, 200*time.Microsecond), -0.5; got != want {
-		t.Errorf("with a partial batch: got %v, want %v", got, want)
+	if got, _ := pairedDelta(cur, base, 2, 200*time.Microsecond); got != -0.5 {
+		t.Errorf("with a partial batch: got %v, want -0.5", got)
 	}
-	if got := pairedDelta(cur, &benchSeries{}, 2, 200*time.Microsecond); got != 0 {
-		t.Errorf("no base batches: got %v, want 0", got)
+	if got, ci := pairedDelta(cur, &benchSeries{}, 2, 200*time.Microsecond); got != 0 || ci != [2]float64{} {
+		t.Errorf("no base batches: got %v %v, want 0 and no interval", got, ci)
 	}
 }
 

@@ -808,9 +808,9 @@ func TestBenchReport(t *testing.T) {
 			{"mcp_raw_call", &bf.BaseMCPRawCallDelta, &bf.BaseMCPRawCallDeltaLo, &bf.BaseMCPRawCallDeltaHi},
 			{"mcp_remote_call", &bf.BaseMCPRemoteCallDelta, &bf.BaseMCPRemoteCallDeltaLo, &bf.BaseMCPRemoteCallDeltaHi},
 		} {
-			deltas := pairedDeltas(paths[d.path], basePaths[d.path], set.callBatch, percentile(floor.samples, 50))
-			ci := medianCI(deltas)
-			*d.delta, *d.lo, *d.hi = round(median(deltas), 3), ci[0], ci[1]
+			var ci [2]float64
+			*d.delta, ci = pairedDelta(paths[d.path], basePaths[d.path], set.callBatch, percentile(floor.samples, 50))
+			*d.lo, *d.hi = ci[0], ci[1]
 			fmt.Fprintf(&sb, ", %s %+.3f [%+.3f, %+.3f]", d.path, *d.delta, *d.lo, *d.hi)
 		}
 		t.Logf("current less base %s, paired by batch, in round trips, with the median's 95 %% interval: %s",
