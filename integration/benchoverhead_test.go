@@ -64,7 +64,7 @@ const callFloorIdle = 2 * time.Millisecond
 
 // overheadPaths are the call paths whose overhead is counted in round
 // trips, by their series names.
-var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_legacy_call", "mcp_raw_call", "mcp_remote_call"}
+var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_legacy_call", "mcp_raw_call", "mcp_remote_call", "mcp_remote_raw_call"}
 
 // baseFigures are the base revision's figures (make bench BASE=<rev>), the
 // same as the current ones' of the same names without the base_ prefix.
@@ -101,29 +101,37 @@ type baseFigures struct {
 	BaseMCPRemoteCallRT  float64   `json:"base_mcp_remote_call_overhead_rt"`
 	BaseMCPRemoteCallRTs []float64 `json:"base_mcp_remote_call_overhead_rt_rounds"`
 
+	BaseMCPRemoteRawCallP50 float64   `json:"base_mcp_remote_raw_call_p50_us"`
+	BaseMCPRemoteRawCallP99 float64   `json:"base_mcp_remote_raw_call_p99_us"`
+	BaseMCPRemoteRawCallRT  float64   `json:"base_mcp_remote_raw_call_overhead_rt"`
+	BaseMCPRemoteRawCallRTs []float64 `json:"base_mcp_remote_raw_call_overhead_rt_rounds"`
+
 	baseProcFigures // base_<series>_{cpu_us,vcsw,ivcsw}_per_call_<proc>
 
 	// Base<path>Delta is the current path's overhead less the base's, in
 	// round trips, paired by batch (see pairedDelta): negative when the
 	// current services are faster.
-	BaseA2ACallDelta       float64 `json:"base_a2a_call_paired_delta_rt"`
-	BaseMCPCallDelta       float64 `json:"base_mcp_call_paired_delta_rt"`
-	BaseMCPLegacyCallDelta float64 `json:"base_mcp_legacy_call_paired_delta_rt"`
-	BaseMCPRawCallDelta    float64 `json:"base_mcp_raw_call_paired_delta_rt"`
-	BaseMCPRemoteCallDelta float64 `json:"base_mcp_remote_call_paired_delta_rt"`
+	BaseA2ACallDelta          float64 `json:"base_a2a_call_paired_delta_rt"`
+	BaseMCPCallDelta          float64 `json:"base_mcp_call_paired_delta_rt"`
+	BaseMCPLegacyCallDelta    float64 `json:"base_mcp_legacy_call_paired_delta_rt"`
+	BaseMCPRawCallDelta       float64 `json:"base_mcp_raw_call_paired_delta_rt"`
+	BaseMCPRemoteCallDelta    float64 `json:"base_mcp_remote_call_paired_delta_rt"`
+	BaseMCPRemoteRawCallDelta float64 `json:"base_mcp_remote_raw_call_paired_delta_rt"`
 	// Base<path>DeltaLo and Hi bound the 95 % confidence interval of that
 	// median (see medianCI): a delta whose interval holds 0 is not one the
 	// run can tell from noise.
-	BaseA2ACallDeltaLo       float64 `json:"base_a2a_call_paired_delta_lo_rt"`
-	BaseA2ACallDeltaHi       float64 `json:"base_a2a_call_paired_delta_hi_rt"`
-	BaseMCPCallDeltaLo       float64 `json:"base_mcp_call_paired_delta_lo_rt"`
-	BaseMCPCallDeltaHi       float64 `json:"base_mcp_call_paired_delta_hi_rt"`
-	BaseMCPLegacyCallDeltaLo float64 `json:"base_mcp_legacy_call_paired_delta_lo_rt"`
-	BaseMCPLegacyCallDeltaHi float64 `json:"base_mcp_legacy_call_paired_delta_hi_rt"`
-	BaseMCPRawCallDeltaLo    float64 `json:"base_mcp_raw_call_paired_delta_lo_rt"`
-	BaseMCPRawCallDeltaHi    float64 `json:"base_mcp_raw_call_paired_delta_hi_rt"`
-	BaseMCPRemoteCallDeltaLo float64 `json:"base_mcp_remote_call_paired_delta_lo_rt"`
-	BaseMCPRemoteCallDeltaHi float64 `json:"base_mcp_remote_call_paired_delta_hi_rt"`
+	BaseA2ACallDeltaLo          float64 `json:"base_a2a_call_paired_delta_lo_rt"`
+	BaseA2ACallDeltaHi          float64 `json:"base_a2a_call_paired_delta_hi_rt"`
+	BaseMCPCallDeltaLo          float64 `json:"base_mcp_call_paired_delta_lo_rt"`
+	BaseMCPCallDeltaHi          float64 `json:"base_mcp_call_paired_delta_hi_rt"`
+	BaseMCPLegacyCallDeltaLo    float64 `json:"base_mcp_legacy_call_paired_delta_lo_rt"`
+	BaseMCPLegacyCallDeltaHi    float64 `json:"base_mcp_legacy_call_paired_delta_hi_rt"`
+	BaseMCPRawCallDeltaLo       float64 `json:"base_mcp_raw_call_paired_delta_lo_rt"`
+	BaseMCPRawCallDeltaHi       float64 `json:"base_mcp_raw_call_paired_delta_hi_rt"`
+	BaseMCPRemoteCallDeltaLo    float64 `json:"base_mcp_remote_call_paired_delta_lo_rt"`
+	BaseMCPRemoteCallDeltaHi    float64 `json:"base_mcp_remote_call_paired_delta_hi_rt"`
+	BaseMCPRemoteRawCallDeltaLo float64 `json:"base_mcp_remote_raw_call_paired_delta_lo_rt"`
+	BaseMCPRemoteRawCallDeltaHi float64 `json:"base_mcp_remote_raw_call_paired_delta_hi_rt"`
 
 	BaseA2AStreamP50 float64 `json:"base_a2a_stream_p50_us"`
 	BaseA2AStreamP99 float64 `json:"base_a2a_stream_p99_us"`
@@ -378,14 +386,15 @@ func postMCP(ctx context.Context, hc *http.Client, url, method, name, body strin
 	return nil
 }
 
-// rawMCPEcho is an MCP echo call of the gateway at url as a plain HTTP
-// client makes it (the request http_floor sends), checked for echo's
-// output.
-func rawMCPEcho(url string) func(context.Context) error {
+// rawMCPEcho is an MCP call of the gateway at url's echo tool name (the
+// local echo, or a remote agent's) as a plain HTTP client makes it (the
+// request http_floor sends, naming name), checked for echo's output.
+func rawMCPEcho(url, name string) func(context.Context) error {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	body := strings.Replace(mcpEchoRequest, `"name":"echo"`, `"name":`+strconv.Quote(name), 1)
 	var buf bytes.Buffer
 	return func(ctx context.Context) error {
-		if err := postMCP(ctx, hc, url, "tools/call", "echo", mcpEchoRequest, &buf); err != nil {
+		if err := postMCP(ctx, hc, url, "tools/call", name, body, &buf); err != nil {
 			return err
 		}
 		if !bytes.Contains(buf.Bytes(), []byte(`hi\\n`)) || bytes.Contains(buf.Bytes(), []byte(`"isError":true`)) {

@@ -102,6 +102,16 @@ type procFigures struct {
 	MCPRemoteCallCPUAgent     float64 `json:"mcp_remote_call_cpu_us_per_call_agent"`
 	MCPRemoteCallVCSWAgent    float64 `json:"mcp_remote_call_vcsw_per_call_agent"`
 	MCPRemoteCallIVCSWAgent   float64 `json:"mcp_remote_call_ivcsw_per_call_agent"`
+
+	MCPRemoteRawCallCPUBench     float64 `json:"mcp_remote_raw_call_cpu_us_per_call_bench"`
+	MCPRemoteRawCallVCSWBench    float64 `json:"mcp_remote_raw_call_vcsw_per_call_bench"`
+	MCPRemoteRawCallIVCSWBench   float64 `json:"mcp_remote_raw_call_ivcsw_per_call_bench"`
+	MCPRemoteRawCallCPUGateway   float64 `json:"mcp_remote_raw_call_cpu_us_per_call_gateway"`
+	MCPRemoteRawCallVCSWGateway  float64 `json:"mcp_remote_raw_call_vcsw_per_call_gateway"`
+	MCPRemoteRawCallIVCSWGateway float64 `json:"mcp_remote_raw_call_ivcsw_per_call_gateway"`
+	MCPRemoteRawCallCPUAgent     float64 `json:"mcp_remote_raw_call_cpu_us_per_call_agent"`
+	MCPRemoteRawCallVCSWAgent    float64 `json:"mcp_remote_raw_call_vcsw_per_call_agent"`
+	MCPRemoteRawCallIVCSWAgent   float64 `json:"mcp_remote_raw_call_ivcsw_per_call_agent"`
 }
 
 // baseProcFigures are procFigures of the base services (make bench
@@ -130,6 +140,13 @@ type baseProcFigures struct {
 	BaseMCPRemoteCallCPUAgent     float64 `json:"base_mcp_remote_call_cpu_us_per_call_agent"`
 	BaseMCPRemoteCallVCSWAgent    float64 `json:"base_mcp_remote_call_vcsw_per_call_agent"`
 	BaseMCPRemoteCallIVCSWAgent   float64 `json:"base_mcp_remote_call_ivcsw_per_call_agent"`
+
+	BaseMCPRemoteRawCallCPUGateway   float64 `json:"base_mcp_remote_raw_call_cpu_us_per_call_gateway"`
+	BaseMCPRemoteRawCallVCSWGateway  float64 `json:"base_mcp_remote_raw_call_vcsw_per_call_gateway"`
+	BaseMCPRemoteRawCallIVCSWGateway float64 `json:"base_mcp_remote_raw_call_ivcsw_per_call_gateway"`
+	BaseMCPRemoteRawCallCPUAgent     float64 `json:"base_mcp_remote_raw_call_cpu_us_per_call_agent"`
+	BaseMCPRemoteRawCallVCSWAgent    float64 `json:"base_mcp_remote_raw_call_vcsw_per_call_agent"`
+	BaseMCPRemoteRawCallIVCSWAgent   float64 `json:"base_mcp_remote_raw_call_ivcsw_per_call_agent"`
 }
 
 // procMetrics are the figures of one process of one series, by the infix

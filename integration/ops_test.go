@@ -525,7 +525,7 @@ func TestGatewayProcs(t *testing.T) {
 			if !strings.Contains(line, tt.want) {
 				t.Fatalf("serving line: got %q, want %s", line, tt.want)
 			}
-			if err := rawMCPEcho(gw.URL)(t.Context()); err != nil {
+			if err := rawMCPEcho(gw.URL, "echo")(t.Context()); err != nil {
 				t.Fatalf("echo call: %v", err)
 			}
 		})
