@@ -54,7 +54,10 @@ const (
 //   - tools_list_gateway_anon_idle_mib: the gateway's anonymous memory
 //     (Anonymous: of /proc/PID/smaps_rollup, what the process holds of its
 //     own beyond the binary's shared pages) with the tools imported and
-//     nothing listed yet; _after_mib: the same after the timed lists.
+//     nothing listed yet; _after_mib: the same right after the timed
+//     lists; _quiet_mib: the same once they have been over for
+//     quietWait, what a gateway holds between bursts of lists (the
+//     answers it keeps, without the garbage of making them).
 //   - tools_list_load_1m: the one-minute load average when the lists
 //     were timed.
 type toolsListFigures struct {
@@ -71,6 +74,7 @@ type toolsListFigures struct {
 	ToolsListCacheScope   string  `json:"tools_list_cache_scope"`
 	ToolsListAnonIdleMiB  float64 `json:"tools_list_gateway_anon_idle_mib"`
 	ToolsListAnonAfterMiB float64 `json:"tools_list_gateway_anon_after_mib"`
+	ToolsListAnonQuietMiB float64 `json:"tools_list_gateway_anon_quiet_mib"`
 	ToolsListLoad1m       float64 `json:"tools_list_load_1m"`
 }
 
@@ -138,7 +142,9 @@ func benchToolsList(tb testing.TB, quick bool) toolsListFigures {
 	for _, s := range series {
 		tb.Logf("%-18s p50 %9.1f µs  p99 %9.1f µs  (%d tools, load %.2f)", s.name, micros(percentile(s.samples, 50)), micros(percentile(s.samples, 99)), f.ToolsListTools, f.ToolsListLoad1m)
 	}
-	tb.Logf("gateway anonymous memory: %.2f MiB idle, %.2f MiB after %d lists of each era", f.ToolsListAnonIdleMiB, f.ToolsListAnonAfterMiB, iterations+toolsListWarmup)
+	f.ToolsListAnonQuietMiB = settleAnon(tb, gw.PID, quietWait)
+	tb.Logf("gateway anonymous memory: %.2f MiB idle, %.2f MiB after %d lists of each era, %.2f MiB quiet for %s after them",
+		f.ToolsListAnonIdleMiB, f.ToolsListAnonAfterMiB, iterations+toolsListWarmup, f.ToolsListAnonQuietMiB, quietWait)
 	return f
 }
 
