@@ -64,7 +64,7 @@ const callFloorIdle = 2 * time.Millisecond
 
 // overheadPaths are the call paths whose overhead is counted in round
 // trips, by their series names.
-var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_legacy_call", "mcp_raw_call", "mcp_remote_call", "mcp_remote_raw_call"}
+var overheadPaths = []string{"a2a_call", "mcp_call", "mcp_legacy_call", "mcp_raw_call", "mcp_remote_call", "mcp_remote_legacy_call", "mcp_remote_raw_call"}
 
 // baseFigures are the base revision's figures (make bench BASE=<rev>), the
 // same as the current ones' of the same names without the base_ prefix.
@@ -101,6 +101,11 @@ type baseFigures struct {
 	BaseMCPRemoteCallRT  float64   `json:"base_mcp_remote_call_overhead_rt"`
 	BaseMCPRemoteCallRTs []float64 `json:"base_mcp_remote_call_overhead_rt_rounds"`
 
+	BaseMCPRemoteLegacyCallP50 float64   `json:"base_mcp_remote_legacy_call_p50_us"`
+	BaseMCPRemoteLegacyCallP99 float64   `json:"base_mcp_remote_legacy_call_p99_us"`
+	BaseMCPRemoteLegacyCallRT  float64   `json:"base_mcp_remote_legacy_call_overhead_rt"`
+	BaseMCPRemoteLegacyCallRTs []float64 `json:"base_mcp_remote_legacy_call_overhead_rt_rounds"`
+
 	BaseMCPRemoteRawCallP50 float64   `json:"base_mcp_remote_raw_call_p50_us"`
 	BaseMCPRemoteRawCallP99 float64   `json:"base_mcp_remote_raw_call_p99_us"`
 	BaseMCPRemoteRawCallRT  float64   `json:"base_mcp_remote_raw_call_overhead_rt"`
@@ -111,27 +116,30 @@ type baseFigures struct {
 	// Base<path>Delta is the current path's overhead less the base's, in
 	// round trips, paired by batch (see pairedDelta): negative when the
 	// current services are faster.
-	BaseA2ACallDelta          float64 `json:"base_a2a_call_paired_delta_rt"`
-	BaseMCPCallDelta          float64 `json:"base_mcp_call_paired_delta_rt"`
-	BaseMCPLegacyCallDelta    float64 `json:"base_mcp_legacy_call_paired_delta_rt"`
-	BaseMCPRawCallDelta       float64 `json:"base_mcp_raw_call_paired_delta_rt"`
-	BaseMCPRemoteCallDelta    float64 `json:"base_mcp_remote_call_paired_delta_rt"`
-	BaseMCPRemoteRawCallDelta float64 `json:"base_mcp_remote_raw_call_paired_delta_rt"`
+	BaseA2ACallDelta             float64 `json:"base_a2a_call_paired_delta_rt"`
+	BaseMCPCallDelta             float64 `json:"base_mcp_call_paired_delta_rt"`
+	BaseMCPLegacyCallDelta       float64 `json:"base_mcp_legacy_call_paired_delta_rt"`
+	BaseMCPRawCallDelta          float64 `json:"base_mcp_raw_call_paired_delta_rt"`
+	BaseMCPRemoteCallDelta       float64 `json:"base_mcp_remote_call_paired_delta_rt"`
+	BaseMCPRemoteLegacyCallDelta float64 `json:"base_mcp_remote_legacy_call_paired_delta_rt"`
+	BaseMCPRemoteRawCallDelta    float64 `json:"base_mcp_remote_raw_call_paired_delta_rt"`
 	// Base<path>DeltaLo and Hi bound the 95 % confidence interval of that
 	// median (see medianCI): a delta whose interval holds 0 is not one the
 	// run can tell from noise.
-	BaseA2ACallDeltaLo          float64 `json:"base_a2a_call_paired_delta_lo_rt"`
-	BaseA2ACallDeltaHi          float64 `json:"base_a2a_call_paired_delta_hi_rt"`
-	BaseMCPCallDeltaLo          float64 `json:"base_mcp_call_paired_delta_lo_rt"`
-	BaseMCPCallDeltaHi          float64 `json:"base_mcp_call_paired_delta_hi_rt"`
-	BaseMCPLegacyCallDeltaLo    float64 `json:"base_mcp_legacy_call_paired_delta_lo_rt"`
-	BaseMCPLegacyCallDeltaHi    float64 `json:"base_mcp_legacy_call_paired_delta_hi_rt"`
-	BaseMCPRawCallDeltaLo       float64 `json:"base_mcp_raw_call_paired_delta_lo_rt"`
-	BaseMCPRawCallDeltaHi       float64 `json:"base_mcp_raw_call_paired_delta_hi_rt"`
-	BaseMCPRemoteCallDeltaLo    float64 `json:"base_mcp_remote_call_paired_delta_lo_rt"`
-	BaseMCPRemoteCallDeltaHi    float64 `json:"base_mcp_remote_call_paired_delta_hi_rt"`
-	BaseMCPRemoteRawCallDeltaLo float64 `json:"base_mcp_remote_raw_call_paired_delta_lo_rt"`
-	BaseMCPRemoteRawCallDeltaHi float64 `json:"base_mcp_remote_raw_call_paired_delta_hi_rt"`
+	BaseA2ACallDeltaLo             float64 `json:"base_a2a_call_paired_delta_lo_rt"`
+	BaseA2ACallDeltaHi             float64 `json:"base_a2a_call_paired_delta_hi_rt"`
+	BaseMCPCallDeltaLo             float64 `json:"base_mcp_call_paired_delta_lo_rt"`
+	BaseMCPCallDeltaHi             float64 `json:"base_mcp_call_paired_delta_hi_rt"`
+	BaseMCPLegacyCallDeltaLo       float64 `json:"base_mcp_legacy_call_paired_delta_lo_rt"`
+	BaseMCPLegacyCallDeltaHi       float64 `json:"base_mcp_legacy_call_paired_delta_hi_rt"`
+	BaseMCPRawCallDeltaLo          float64 `json:"base_mcp_raw_call_paired_delta_lo_rt"`
+	BaseMCPRawCallDeltaHi          float64 `json:"base_mcp_raw_call_paired_delta_hi_rt"`
+	BaseMCPRemoteCallDeltaLo       float64 `json:"base_mcp_remote_call_paired_delta_lo_rt"`
+	BaseMCPRemoteCallDeltaHi       float64 `json:"base_mcp_remote_call_paired_delta_hi_rt"`
+	BaseMCPRemoteLegacyCallDeltaLo float64 `json:"base_mcp_remote_legacy_call_paired_delta_lo_rt"`
+	BaseMCPRemoteLegacyCallDeltaHi float64 `json:"base_mcp_remote_legacy_call_paired_delta_hi_rt"`
+	BaseMCPRemoteRawCallDeltaLo    float64 `json:"base_mcp_remote_raw_call_paired_delta_lo_rt"`
+	BaseMCPRemoteRawCallDeltaHi    float64 `json:"base_mcp_remote_raw_call_paired_delta_hi_rt"`
 
 	BaseA2AStreamP50 float64 `json:"base_a2a_stream_p50_us"`
 	BaseA2AStreamP99 float64 `json:"base_a2a_stream_p99_us"`
@@ -478,9 +486,9 @@ func logOverheads(tb testing.TB, rows []overheadRow) {
 	tb.Helper()
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "overhead in transport round trips (call p50 − exec_direct p50) / call_floor p50, per round, median of %d:\n", benchRounds)
-	fmt.Fprintf(&sb, "  %-21s %9s %9s  %-8s %s\n", "path", "p50 µs", "p99 µs", "median", "rounds")
+	fmt.Fprintf(&sb, "  %-27s %9s %9s  %-8s %s\n", "path", "p50 µs", "p99 µs", "median", "rounds")
 	for _, r := range rows {
-		fmt.Fprintf(&sb, "  %-21s %9.1f %9.1f  %-8.3f %v\n", r.name, r.p50, r.p99, r.rt, r.rts)
+		fmt.Fprintf(&sb, "  %-27s %9.1f %9.1f  %-8.3f %v\n", r.name, r.p50, r.p99, r.rt, r.rts)
 	}
 	tb.Log(sb.String())
 }

@@ -103,6 +103,16 @@ type procFigures struct {
 	MCPRemoteCallVCSWAgent    float64 `json:"mcp_remote_call_vcsw_per_call_agent"`
 	MCPRemoteCallIVCSWAgent   float64 `json:"mcp_remote_call_ivcsw_per_call_agent"`
 
+	MCPRemoteLegacyCallCPUBench     float64 `json:"mcp_remote_legacy_call_cpu_us_per_call_bench"`
+	MCPRemoteLegacyCallVCSWBench    float64 `json:"mcp_remote_legacy_call_vcsw_per_call_bench"`
+	MCPRemoteLegacyCallIVCSWBench   float64 `json:"mcp_remote_legacy_call_ivcsw_per_call_bench"`
+	MCPRemoteLegacyCallCPUGateway   float64 `json:"mcp_remote_legacy_call_cpu_us_per_call_gateway"`
+	MCPRemoteLegacyCallVCSWGateway  float64 `json:"mcp_remote_legacy_call_vcsw_per_call_gateway"`
+	MCPRemoteLegacyCallIVCSWGateway float64 `json:"mcp_remote_legacy_call_ivcsw_per_call_gateway"`
+	MCPRemoteLegacyCallCPUAgent     float64 `json:"mcp_remote_legacy_call_cpu_us_per_call_agent"`
+	MCPRemoteLegacyCallVCSWAgent    float64 `json:"mcp_remote_legacy_call_vcsw_per_call_agent"`
+	MCPRemoteLegacyCallIVCSWAgent   float64 `json:"mcp_remote_legacy_call_ivcsw_per_call_agent"`
+
 	MCPRemoteRawCallCPUBench     float64 `json:"mcp_remote_raw_call_cpu_us_per_call_bench"`
 	MCPRemoteRawCallVCSWBench    float64 `json:"mcp_remote_raw_call_vcsw_per_call_bench"`
 	MCPRemoteRawCallIVCSWBench   float64 `json:"mcp_remote_raw_call_ivcsw_per_call_bench"`
@@ -140,6 +150,13 @@ type baseProcFigures struct {
 	BaseMCPRemoteCallCPUAgent     float64 `json:"base_mcp_remote_call_cpu_us_per_call_agent"`
 	BaseMCPRemoteCallVCSWAgent    float64 `json:"base_mcp_remote_call_vcsw_per_call_agent"`
 	BaseMCPRemoteCallIVCSWAgent   float64 `json:"base_mcp_remote_call_ivcsw_per_call_agent"`
+
+	BaseMCPRemoteLegacyCallCPUGateway   float64 `json:"base_mcp_remote_legacy_call_cpu_us_per_call_gateway"`
+	BaseMCPRemoteLegacyCallVCSWGateway  float64 `json:"base_mcp_remote_legacy_call_vcsw_per_call_gateway"`
+	BaseMCPRemoteLegacyCallIVCSWGateway float64 `json:"base_mcp_remote_legacy_call_ivcsw_per_call_gateway"`
+	BaseMCPRemoteLegacyCallCPUAgent     float64 `json:"base_mcp_remote_legacy_call_cpu_us_per_call_agent"`
+	BaseMCPRemoteLegacyCallVCSWAgent    float64 `json:"base_mcp_remote_legacy_call_vcsw_per_call_agent"`
+	BaseMCPRemoteLegacyCallIVCSWAgent   float64 `json:"base_mcp_remote_legacy_call_ivcsw_per_call_agent"`
 
 	BaseMCPRemoteRawCallCPUGateway   float64 `json:"base_mcp_remote_raw_call_cpu_us_per_call_gateway"`
 	BaseMCPRemoteRawCallVCSWGateway  float64 `json:"base_mcp_remote_raw_call_vcsw_per_call_gateway"`
@@ -487,7 +504,7 @@ func logProcFigures(tb testing.TB, series []*benchSeries) {
 	procs := []string{"bench", "agent", "gateway", "replier"}
 	var sb strings.Builder
 	sb.WriteString("per call, by process: CPU µs (user+system), voluntary / involuntary context switches:\n")
-	fmt.Fprintf(&sb, "  %-16s", "series")
+	fmt.Fprintf(&sb, "  %-27s", "series")
 	for _, p := range procs {
 		fmt.Fprintf(&sb, " %-22s", p)
 	}
@@ -496,7 +513,7 @@ func logProcFigures(tb testing.TB, series []*benchSeries) {
 		if len(s.procs) == 0 || len(s.samples) == 0 {
 			continue
 		}
-		fmt.Fprintf(&sb, "  %-16s", s.name)
+		fmt.Fprintf(&sb, "  %-27s", s.name)
 		calls := float64(len(s.samples))
 		for _, name := range procs {
 			cell := "-"

@@ -131,7 +131,8 @@ const (
 //   - mcp_call: mcp-go client -> mcp-gateway process (local tool) -> echo.
 //   - mcp_remote_call: mcp-go client -> mcp-gateway -> NATS -> a2a-agent
 //     -> echo (a remote_tools tool).
-//   - mcp_remote_raw_call: the same by a plain net/http client.
+//   - mcp_remote_legacy_call: the same by mcp-go's session-based client
+//     (2025-11-25), mcp_remote_raw_call by a plain net/http client.
 //   - a2a_stream: a2a.Client.StreamTool of the same echo: the stream
 //     endpoint, ack, output event and final reply instead of one reply.
 //     a2a_stream_ratio_* is its percentile over a2a_call's, both from the
@@ -247,6 +248,13 @@ type benchReport struct {
 	MCPRawCallP99 float64   `json:"mcp_raw_call_p99_us"`
 	MCPRawCallRT  float64   `json:"mcp_raw_call_overhead_rt"`
 	MCPRawCallRTs []float64 `json:"mcp_raw_call_overhead_rt_rounds"`
+
+	// MCPRemoteLegacyCall is mcp_remote_call made by the session-based
+	// client of mcp_legacy_call, as the clients in use today make it.
+	MCPRemoteLegacyCallP50 float64   `json:"mcp_remote_legacy_call_p50_us"`
+	MCPRemoteLegacyCallP99 float64   `json:"mcp_remote_legacy_call_p99_us"`
+	MCPRemoteLegacyCallRT  float64   `json:"mcp_remote_legacy_call_overhead_rt"`
+	MCPRemoteLegacyCallRTs []float64 `json:"mcp_remote_legacy_call_overhead_rt_rounds"`
 
 	// MCPRemoteRawCall is mcp_remote_call made by that plain client: the
 	// gateway's and the agent's overhead on a remote tool without an MCP
@@ -710,6 +718,7 @@ func TestBenchReport(t *testing.T) {
 	mcpRemote := &benchSeries{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo"), procs: []benchProc{benchSelf, gwProc, agentProc}}
 	mcpLegacy := &benchSeries{name: "mcp_legacy_call", run: mcpEcho(lc, "echo"), procs: []benchProc{benchSelf, gwProc}}
 	mcpRaw := &benchSeries{name: "mcp_raw_call", run: rawMCPEcho(gw.URL, "echo"), procs: []benchProc{benchSelf, gwProc}}
+	mcpRemoteLegacy := &benchSeries{name: "mcp_remote_legacy_call", run: mcpEcho(lc, "bench_echo"), procs: []benchProc{benchSelf, gwProc, agentProc}}
 	mcpRemoteRaw := &benchSeries{name: "mcp_remote_raw_call", run: rawMCPEcho(gw.URL, "bench_echo"), procs: []benchProc{benchSelf, gwProc, agentProc}}
 	oauthCall := &benchSeries{name: "mcp_oauth_call", run: mcpEcho(oauth, "echo")}
 	a2aStream := func(identity string) func(context.Context) error {
@@ -725,8 +734,9 @@ func TestBenchReport(t *testing.T) {
 	floor, floorReq, floorReply := callFloor(t, b, tr, "bench")
 	hfloor, hReq, hReply := httpFloor(t, b, gw.URL)
 	idleFloor := &benchSeries{name: "call_floor_idle", run: floor.run, idle: callFloorIdle}
-	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpLegacy, mcpRaw, mcpRemote, mcpRemoteRaw, oauthCall, stream, floor, idleFloor, hfloor}
-	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_legacy_call": mcpLegacy, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote, "mcp_remote_raw_call": mcpRemoteRaw}
+	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpLegacy, mcpRaw, mcpRemote, mcpRemoteLegacy, mcpRemoteRaw, oauthCall, stream, floor, idleFloor, hfloor}
+	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_legacy_call": mcpLegacy, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote,
+		"mcp_remote_legacy_call": mcpRemoteLegacy, "mcp_remote_raw_call": mcpRemoteRaw}
 	var (
 		basePaths  map[string]*benchSeries
 		baseStream *benchSeries
@@ -744,6 +754,8 @@ func TestBenchReport(t *testing.T) {
 			"mcp_legacy_call": {name: "base_mcp_legacy_call", run: mcpEcho(blc, "echo"), procs: []benchProc{baseGateway}},
 			"mcp_raw_call":    {name: "base_mcp_raw_call", run: rawMCPEcho(base.gateway.URL, "echo"), procs: []benchProc{baseGateway}},
 			"mcp_remote_call": {name: "base_mcp_remote_call", run: mcpEcho(bc, baseIdentity+"_echo"), procs: []benchProc{baseGateway, baseAgent}},
+			"mcp_remote_legacy_call": {name: "base_mcp_remote_legacy_call", run: mcpEcho(blc, baseIdentity+"_echo"),
+				procs: []benchProc{baseGateway, baseAgent}},
 			"mcp_remote_raw_call": {name: "base_mcp_remote_raw_call", run: rawMCPEcho(base.gateway.URL, baseIdentity+"_echo"),
 				procs: []benchProc{baseGateway, baseAgent}},
 		}
@@ -773,18 +785,19 @@ func TestBenchReport(t *testing.T) {
 		*c.r50, *c.r99 = ratio(*c.p50, direct50), ratio(*c.p99, direct99)
 	}
 	for _, s := range calls {
-		t.Logf("%-20s p50 %9.1f µs  p99 %9.1f µs  (×%.3f / ×%.3f of exec_direct)", s.name, p(s, 50), p(s, 99), ratio(p(s, 50), direct50), ratio(p(s, 99), direct99))
+		t.Logf("%-27s p50 %9.1f µs  p99 %9.1f µs  (×%.3f / ×%.3f of exec_direct)", s.name, p(s, 50), p(s, 99), ratio(p(s, 50), direct50), ratio(p(s, 99), direct99))
 	}
 	rep.Rounds = benchRounds
 	rep.CallFloorP50, rep.CallFloorP99 = p(floor, 50), p(floor, 99)
 	rep.CallRequestBytes, rep.CallReplyBytes = floorReq, floorReply
 	figures := map[string]pathFigures{
-		"a2a_call":            {&rep.A2ACallP50, &rep.A2ACallP99, &rep.A2ACallRT, &rep.A2ACallRTs},
-		"mcp_call":            {&rep.MCPCallP50, &rep.MCPCallP99, &rep.MCPCallRT, &rep.MCPCallRTs},
-		"mcp_legacy_call":     {&rep.MCPLegacyCallP50, &rep.MCPLegacyCallP99, &rep.MCPLegacyCallRT, &rep.MCPLegacyCallRTs},
-		"mcp_raw_call":        {&rep.MCPRawCallP50, &rep.MCPRawCallP99, &rep.MCPRawCallRT, &rep.MCPRawCallRTs},
-		"mcp_remote_call":     {&rep.MCPRemoteCallP50, &rep.MCPRemoteCallP99, &rep.MCPRemoteCallRT, &rep.MCPRemoteCallRTs},
-		"mcp_remote_raw_call": {&rep.MCPRemoteRawCallP50, &rep.MCPRemoteRawCallP99, &rep.MCPRemoteRawCallRT, &rep.MCPRemoteRawCallRTs},
+		"a2a_call":               {&rep.A2ACallP50, &rep.A2ACallP99, &rep.A2ACallRT, &rep.A2ACallRTs},
+		"mcp_call":               {&rep.MCPCallP50, &rep.MCPCallP99, &rep.MCPCallRT, &rep.MCPCallRTs},
+		"mcp_legacy_call":        {&rep.MCPLegacyCallP50, &rep.MCPLegacyCallP99, &rep.MCPLegacyCallRT, &rep.MCPLegacyCallRTs},
+		"mcp_raw_call":           {&rep.MCPRawCallP50, &rep.MCPRawCallP99, &rep.MCPRawCallRT, &rep.MCPRawCallRTs},
+		"mcp_remote_call":        {&rep.MCPRemoteCallP50, &rep.MCPRemoteCallP99, &rep.MCPRemoteCallRT, &rep.MCPRemoteCallRTs},
+		"mcp_remote_legacy_call": {&rep.MCPRemoteLegacyCallP50, &rep.MCPRemoteLegacyCallP99, &rep.MCPRemoteLegacyCallRT, &rep.MCPRemoteLegacyCallRTs},
+		"mcp_remote_raw_call":    {&rep.MCPRemoteRawCallP50, &rep.MCPRemoteRawCallP99, &rep.MCPRemoteRawCallRT, &rep.MCPRemoteRawCallRTs},
 	}
 	if base != nil {
 		bf := rep.baseFigures
@@ -793,6 +806,7 @@ func TestBenchReport(t *testing.T) {
 		figures["base_mcp_legacy_call"] = pathFigures{&bf.BaseMCPLegacyCallP50, &bf.BaseMCPLegacyCallP99, &bf.BaseMCPLegacyCallRT, &bf.BaseMCPLegacyCallRTs}
 		figures["base_mcp_raw_call"] = pathFigures{&bf.BaseMCPRawCallP50, &bf.BaseMCPRawCallP99, &bf.BaseMCPRawCallRT, &bf.BaseMCPRawCallRTs}
 		figures["base_mcp_remote_call"] = pathFigures{&bf.BaseMCPRemoteCallP50, &bf.BaseMCPRemoteCallP99, &bf.BaseMCPRemoteCallRT, &bf.BaseMCPRemoteCallRTs}
+		figures["base_mcp_remote_legacy_call"] = pathFigures{&bf.BaseMCPRemoteLegacyCallP50, &bf.BaseMCPRemoteLegacyCallP99, &bf.BaseMCPRemoteLegacyCallRT, &bf.BaseMCPRemoteLegacyCallRTs}
 		figures["base_mcp_remote_raw_call"] = pathFigures{&bf.BaseMCPRemoteRawCallP50, &bf.BaseMCPRemoteRawCallP99, &bf.BaseMCPRemoteRawCallRT, &bf.BaseMCPRemoteRawCallRTs}
 	}
 	var rows []overheadRow
@@ -821,6 +835,7 @@ func TestBenchReport(t *testing.T) {
 			{"mcp_legacy_call", &bf.BaseMCPLegacyCallDelta, &bf.BaseMCPLegacyCallDeltaLo, &bf.BaseMCPLegacyCallDeltaHi},
 			{"mcp_raw_call", &bf.BaseMCPRawCallDelta, &bf.BaseMCPRawCallDeltaLo, &bf.BaseMCPRawCallDeltaHi},
 			{"mcp_remote_call", &bf.BaseMCPRemoteCallDelta, &bf.BaseMCPRemoteCallDeltaLo, &bf.BaseMCPRemoteCallDeltaHi},
+			{"mcp_remote_legacy_call", &bf.BaseMCPRemoteLegacyCallDelta, &bf.BaseMCPRemoteLegacyCallDeltaLo, &bf.BaseMCPRemoteLegacyCallDeltaHi},
 			{"mcp_remote_raw_call", &bf.BaseMCPRemoteRawCallDelta, &bf.BaseMCPRemoteRawCallDeltaLo, &bf.BaseMCPRemoteRawCallDeltaHi},
 		} {
 			var ci [2]float64
