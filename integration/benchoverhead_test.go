@@ -246,12 +246,15 @@ func roundRatios(a, b *benchSeries) []float64 {
 }
 
 // roundBeyond returns call's overhead in round trips of floor beyond one
-// round trip of transport in each round: (call − direct − transport) /
-// floor, each that round's p50.
-func roundBeyond(call, direct, transport, floor *benchSeries) []float64 {
+// round trip of each of transports in each round: (call − direct − the
+// transports) / floor, each that round's p50.
+func roundBeyond(call, direct, floor *benchSeries, transports ...*benchSeries) []float64 {
 	out := make([]float64, len(call.roundEnds))
 	for i := range out {
-		direct50 := percentile(direct.roundSamples(i), 50) + percentile(transport.roundSamples(i), 50)
+		direct50 := percentile(direct.roundSamples(i), 50)
+		for _, t := range transports {
+			direct50 += percentile(t.roundSamples(i), 50)
+		}
 		out[i] = overheadRT(percentile(call.roundSamples(i), 50), direct50, percentile(floor.roundSamples(i), 50))
 	}
 	return out
@@ -585,8 +588,17 @@ func TestRoundOverheads(t *testing.T) {
 	if got, want := roundRatios(http, floor), []float64{1, 2, 0.5}; !slices.Equal(got, want) {
 		t.Errorf("roundRatios: got %v, want %v", got, want)
 	}
-	if got, want := roundBeyond(call, direct, http, floor), []float64{1, 0, 1.5}; !slices.Equal(got, want) {
+	if got, want := roundBeyond(call, direct, floor, http), []float64{1, 0, 1.5}; !slices.Equal(got, want) {
 		t.Errorf("roundBeyond: got %v, want %v", got, want)
+	}
+	// Beyond two transports: the HTTP one and another of half a floor
+	// per round.
+	other := &benchSeries{samples: us(100, 100, 100, 200, 200, 200, 125, 125, 125), roundEnds: []int{3, 6, 9}}
+	if got, want := roundBeyond(call, direct, floor, http, other), []float64{0.5, -0.5, 1}; !slices.Equal(got, want) {
+		t.Errorf("roundBeyond of two transports: got %v, want %v", got, want)
+	}
+	if got, want := roundBeyond(call, direct, floor), roundOverheads(call, direct, floor); !slices.Equal(got, want) {
+		t.Errorf("roundBeyond of no transport: got %v, want roundOverheads' %v", got, want)
 	}
 }
 

@@ -282,6 +282,20 @@ type benchReport struct {
 	MCPBeyondHTTPRT  float64   `json:"mcp_call_beyond_http_rt"`
 	MCPBeyondHTTPRTs []float64 `json:"mcp_call_beyond_http_rt_rounds"`
 
+	// HTTPFloorIdle is http_floor sent after the client and httpreplier
+	// have idled for call_floor_idle_ms, as call_floor_idle is the NATS
+	// floor's. A remote call crosses both transports between processes
+	// that idled through the command, so
+	// mcp_remote_raw_call_beyond_idle_floors_rt is mcp_remote_raw_call's
+	// overhead less one call_floor_idle and one http_floor_idle, per
+	// round, the median: what the gateway and the agent add to the two
+	// transports as a call finds them.
+	HTTPFloorIdleP50       float64   `json:"http_floor_idle_p50_us"`
+	HTTPFloorIdleP99       float64   `json:"http_floor_idle_p99_us"`
+	HTTPFloorIdleRT        float64   `json:"http_floor_idle_rt"`
+	MCPRemoteBeyondIdleRT  float64   `json:"mcp_remote_raw_call_beyond_idle_floors_rt"`
+	MCPRemoteBeyondIdleRTs []float64 `json:"mcp_remote_raw_call_beyond_idle_floors_rt_rounds"`
+
 	// MCPOAuthCall is the same local call through a gateway that checks
 	// an OAuth access token on every request (expose.agent.mcp.auth), and
 	// its ratio over mcp_call of the same run (goal: within 1.05 at p50).
@@ -734,7 +748,9 @@ func TestBenchReport(t *testing.T) {
 	floor, floorReq, floorReply := callFloor(t, b, tr, "bench")
 	hfloor, hReq, hReply := httpFloor(t, b, gw.URL)
 	idleFloor := &benchSeries{name: "call_floor_idle", run: floor.run, idle: callFloorIdle}
-	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpLegacy, mcpRaw, mcpRemote, mcpRemoteLegacy, mcpRemoteRaw, oauthCall, stream, floor, idleFloor, hfloor}
+	idleHTTPFloor := &benchSeries{name: "http_floor_idle", run: hfloor.run, idle: callFloorIdle}
+	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpLegacy, mcpRaw, mcpRemote, mcpRemoteLegacy, mcpRemoteRaw, oauthCall, stream,
+		floor, idleFloor, hfloor, idleHTTPFloor}
 	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_legacy_call": mcpLegacy, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote,
 		"mcp_remote_legacy_call": mcpRemoteLegacy, "mcp_remote_raw_call": mcpRemoteRaw}
 	var (
@@ -854,11 +870,17 @@ func TestBenchReport(t *testing.T) {
 	rep.HTTPRequestBytes, rep.HTTPReplyBytes = hReq, hReply
 	rep.HTTPFloorP50, rep.HTTPFloorP99 = p(hfloor, 50), p(hfloor, 99)
 	rep.HTTPFloorRT = median(roundRatios(hfloor, floor))
-	rep.MCPBeyondHTTPRTs = roundBeyond(mcpCall, direct, hfloor, floor)
+	rep.MCPBeyondHTTPRTs = roundBeyond(mcpCall, direct, floor, hfloor)
 	rep.MCPBeyondHTTPRT = median(rep.MCPBeyondHTTPRTs)
+	rep.HTTPFloorIdleP50, rep.HTTPFloorIdleP99 = p(idleHTTPFloor, 50), p(idleHTTPFloor, 99)
+	rep.HTTPFloorIdleRT = median(roundRatios(idleHTTPFloor, floor))
+	rep.MCPRemoteBeyondIdleRTs = roundBeyond(mcpRemoteRaw, direct, floor, idleFloor, idleHTTPFloor)
+	rep.MCPRemoteBeyondIdleRT = median(rep.MCPRemoteBeyondIdleRTs)
 	rows = append(rows,
 		overheadRow{name: "http_floor", p50: rep.HTTPFloorP50, p99: rep.HTTPFloorP99, rt: rep.HTTPFloorRT},
-		overheadRow{name: "mcp_call beyond http", rt: rep.MCPBeyondHTTPRT, rts: rep.MCPBeyondHTTPRTs})
+		overheadRow{name: "http_floor_idle", p50: rep.HTTPFloorIdleP50, p99: rep.HTTPFloorIdleP99, rt: rep.HTTPFloorIdleRT},
+		overheadRow{name: "mcp_call beyond http", rt: rep.MCPBeyondHTTPRT, rts: rep.MCPBeyondHTTPRTs},
+		overheadRow{name: "mcp_remote_raw beyond idle", rt: rep.MCPRemoteBeyondIdleRT, rts: rep.MCPRemoteBeyondIdleRTs})
 	logOverheads(t, rows)
 	for _, s := range calls {
 		if len(s.procs) == 0 {
