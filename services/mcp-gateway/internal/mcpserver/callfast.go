@@ -247,26 +247,83 @@ func (p *callParams) request(method string) mcp.CallToolRequest {
 
 // encodeResponse returns the JSON-RPC response carrying res: the bytes
 // json.Encoder writes for mcp.NewJSONRPCResultResponse(id, res), built
-// without the encoder's reflection over the envelope. The result's own
-// MarshalJSON gives compact JSON, which the encoder would only
-// HTML-escape, as here.
+// without the encoder's reflection over the envelope. The result is
+// written as its own MarshalJSON would write it ([appendResult]), compact
+// and already HTML-escaped, which is all the encoder would do to it.
 func encodeResponse(id any, res *mcp.CallToolResult) ([]byte, error) {
 	rid, err := json.Marshal(id)
 	if err != nil {
 		return nil, err
 	}
-	result, err := res.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
 	var buf bytes.Buffer
-	buf.Grow(len(`{"jsonrpc":"2.0","id":,"result":}`) + len(rid) + len(result) + 1)
+	buf.Grow(512)
 	buf.WriteString(`{"jsonrpc":"2.0","id":`)
 	buf.Write(rid)
 	buf.WriteString(`,"result":`)
-	json.HTMLEscape(&buf, result)
+	if err := appendResult(&buf, res); err != nil {
+		return nil, err
+	}
 	buf.WriteString("}\n")
 	return buf.Bytes(), nil
+}
+
+// appendResult writes to b the bytes of r.MarshalJSON() without the map
+// that method builds and sorts for every result: the same members, under
+// the same conditions, written in the order json.Marshal sorts the map's
+// keys, each value encoded as the map's encoder encodes it (HTML-escaped,
+// a json.RawMessage compacted), so the bytes are the same
+// (TestAppendResult). On an error, b holds part of a result.
+func appendResult(b *bytes.Buffer, r *mcp.CallToolResult) error {
+	// An Encoder writes each value straight into b, escaping as
+	// json.Marshal does, and ends it with a newline, dropped here.
+	enc := json.NewEncoder(b)
+	sep := byte('{')
+	member := func(key string, v any) error {
+		b.WriteByte(sep)
+		sep = ','
+		b.WriteString(key)
+		b.WriteByte(':')
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		b.Truncate(b.Len() - 1)
+		return nil
+	}
+	// As in MarshalJSON: content is always present, an empty list when
+	// there is none.
+	content := make([]any, len(r.Content))
+	for i, c := range r.Content {
+		content[i] = c
+	}
+	var structured any
+	if len(r.RawStructuredContent) > 0 {
+		structured = json.RawMessage(r.RawStructuredContent)
+	} else if r.StructuredContent != nil {
+		structured = r.StructuredContent
+	}
+	// The members in the map's sorted key order.
+	for _, m := range [...]struct {
+		key     string
+		present bool
+		value   any
+	}{
+		{`"_meta"`, r.Meta != nil, r.Meta},
+		{`"content"`, true, content},
+		{`"inputRequests"`, len(r.InputRequests) > 0, r.InputRequests},
+		{`"isError"`, r.IsError, true},
+		{`"requestState"`, r.RequestState != "", r.RequestState},
+		{`"resultType"`, r.ResultType != "", r.ResultType},
+		{`"structuredContent"`, structured != nil, structured},
+	} {
+		if !m.present {
+			continue
+		}
+		if err := member(m.key, m.value); err != nil {
+			return err
+		}
+	}
+	b.WriteByte('}')
+	return nil
 }
 
 // hasHeaderParams reports whether t's input schema binds a parameter to a

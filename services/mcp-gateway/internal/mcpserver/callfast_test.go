@@ -435,3 +435,51 @@ func FuzzNumbersFit(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendResult holds appendResult to the bytes of mcp-go's own
+// CallToolResult.MarshalJSON, for every member it may write.
+func TestAppendResult(t *testing.T) {
+	meta := mcp.NewMetaFromMap(map[string]any{"z": 1, "a": "<b>"})
+	meta.SetServerInfo(mcp.Implementation{Name: "demo", Version: "1.0"})
+	tests := []struct {
+		name string
+		res  *mcp.CallToolResult
+	}{
+		{"empty", &mcp.CallToolResult{}},
+		{"text", mcp.NewToolResultText("hi <b> & \u2028 \"q\"\n")},
+		{"contents", &mcp.CallToolResult{Content: []mcp.Content{
+			mcp.NewTextContent("a"), mcp.NewImageContent("aGk=", "image/png"), mcp.NewTextContent(""),
+		}}},
+		{"meta and result type", &mcp.CallToolResult{Result: mcp.Result{Meta: meta, ResultType: mcp.ResultTypeComplete},
+			Content: []mcp.Content{mcp.NewTextContent("x")}}},
+		{"error", &mcp.CallToolResult{IsError: true, Content: []mcp.Content{mcp.NewTextContent("failed")}}},
+		{"raw structured content", &mcp.CallToolResult{
+			Content:              []mcp.Content{mcp.NewTextContent(`{"a": 1}`)},
+			RawStructuredContent: json.RawMessage("{ \"a\" : [1, 2.50, \"<&>\"],\n \"b\":null }"),
+		}},
+		{"structured content", &mcp.CallToolResult{StructuredContent: map[string]any{"b": []any{1, "x"}, "a": "<"}}},
+		{"input required", &mcp.CallToolResult{
+			Result:               mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+			MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: mcp.InputRequests{"r1": {Method: mcp.MethodListRoots, Roots: &mcp.ListRootsParams{}}}, RequestState: "s<1>"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want, werr := tt.res.MarshalJSON()
+			var b bytes.Buffer
+			err := appendResult(&b, tt.res)
+			got := b.Bytes()
+			if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
+				t.Errorf("got %s (%v), want mcp-go's %s (%v)", got, err, want, werr)
+			}
+		})
+	}
+	// What mcp-go cannot encode, neither can it.
+	bad := &mcp.CallToolResult{RawStructuredContent: json.RawMessage(`{"a":`)}
+	if err := appendResult(&bytes.Buffer{}, bad); err == nil {
+		t.Error("structured content that is not JSON: got no error, want one")
+	}
+	if _, err := bad.MarshalJSON(); err == nil {
+		t.Error("mcp-go encoded structured content that is not JSON")
+	}
+}
