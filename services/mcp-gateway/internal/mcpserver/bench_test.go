@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -177,14 +176,7 @@ func builtinHandler(b *testing.B) http.Handler {
 // serveBuiltin POSTs body with header to h and fails unless it is
 // answered with status want.
 func serveBuiltin(b *testing.B, h http.Handler, want int, body string, header http.Header) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(body))
-	for k, v := range header {
-		r.Header[k] = v
-	}
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Accept", "application/json, text/event-stream")
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	w := postJSON(h, body, header)
 	if w.Code != want {
 		b.Fatalf("got %d %s, want %d", w.Code, w.Body.Bytes(), want)
 	}

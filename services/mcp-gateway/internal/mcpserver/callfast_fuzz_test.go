@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -99,8 +98,8 @@ func FuzzToolsCallMatchesMCPGo(f *testing.F) {
 			header.Set(mcp.HeaderMethod, "tools/call")
 			header.Set(mcp.HeaderName, name)
 		}
-		got := fuzzPost(t, gateway, body, header)
-		want := fuzzPost(t, mcpGo, body, header)
+		got := postJSON(gateway, body, header)
+		want := postJSON(mcpGo, body, header)
 		if got.Code != want.Code || got.Header().Get("Content-Type") != want.Header().Get("Content-Type") ||
 			!bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) {
 			t.Errorf("%q (name %q, session %v): got %d %s:\n%s\nwant mcp-go's %d %s:\n%s", body, name, withSession,
@@ -131,7 +130,7 @@ func fuzzTool(tb testing.TB, name string, answer func(json.RawMessage) json.RawM
 func fuzzSession(tb testing.TB, h http.Handler) string {
 	tb.Helper()
 	header := http.Header{}
-	w := fuzzPost(tb, h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcp.LATEST_LEGACY_PROTOCOL_VERSION+
+	w := postJSON(h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mcp.LATEST_LEGACY_PROTOCOL_VERSION+
 		`","capabilities":{},"clientInfo":{"name":"fuzz","version":"0"}}}`, header)
 	id := w.Header().Get(server.HeaderKeySessionID)
 	if w.Code != http.StatusOK || id == "" {
@@ -139,22 +138,8 @@ func fuzzSession(tb testing.TB, h http.Handler) string {
 	}
 	header.Set(server.HeaderKeySessionID, id)
 	header.Set(mcp.HeaderProtocolVersion, mcp.LATEST_LEGACY_PROTOCOL_VERSION)
-	if w := fuzzPost(tb, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, header); w.Code != http.StatusAccepted {
+	if w := postJSON(h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, header); w.Code != http.StatusAccepted {
 		tb.Fatalf("notifications/initialized: got %d: %s", w.Code, w.Body.Bytes())
 	}
 	return id
-}
-
-// fuzzPost POSTs body with header to h as a JSON client would.
-func fuzzPost(tb testing.TB, h http.Handler, body string, header http.Header) *httptest.ResponseRecorder {
-	tb.Helper()
-	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(body))
-	for k, v := range header {
-		r.Header[k] = v
-	}
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Accept", "application/json, text/event-stream")
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
 }
