@@ -681,10 +681,13 @@ func TestStatic(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var got *auth.Caller
 			var sawAuth bool
+			var other string
 			h := auth.Static(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				got, sawAuth = auth.CallerFrom(r.Context()), r.Header.Get("Authorization") != ""
+				other = r.Header.Get("Mcp-Method")
 			}), tt.token, nil)
 			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			req.Header.Set("Mcp-Method", "tools/call")
 			if tt.header != "" {
 				req.Header.Set("Authorization", tt.header)
 			}
@@ -693,14 +696,19 @@ func TestStatic(t *testing.T) {
 			if rec.Code != tt.wantStatus {
 				t.Fatalf("got status %d, want %d", rec.Code, tt.wantStatus)
 			}
+			// The request handed in is left as it came: a handler must not
+			// change it.
+			if req.Header.Get("Authorization") != tt.header || req.Header.Get("Mcp-Method") != "tools/call" || auth.CallerFrom(req.Context()) != nil {
+				t.Errorf("the request handed in was changed: headers %v, caller %v", req.Header, auth.CallerFrom(req.Context()))
+			}
 			if tt.wantStatus != http.StatusOK {
 				if got != nil || rec.Header().Get("WWW-Authenticate") == "" {
 					t.Errorf("got caller %v and challenge %q, want no caller and a challenge", got, rec.Header().Get("WWW-Authenticate"))
 				}
 				return
 			}
-			if got == nil || got.Subject != auth.StaticSubject || sawAuth {
-				t.Errorf("got caller %v, Authorization downstream %v; want %s and none", got, sawAuth, auth.StaticSubject)
+			if got == nil || got.Subject != auth.StaticSubject || sawAuth || other != "tools/call" {
+				t.Errorf("got caller %v, Authorization downstream %v, Mcp-Method %q; want %s, none and the request's", got, sawAuth, other, auth.StaticSubject)
 			}
 		})
 	}
