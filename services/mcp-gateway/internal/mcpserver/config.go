@@ -38,6 +38,13 @@ const (
 	// few hundred bytes of arguments; the cap only stops a client from
 	// making the server buffer arbitrary amounts of memory.
 	DefaultMaxBodyBytes = 4 << 20
+	// DefaultReadTimeout bounds how long a request, headers and body, may
+	// take to arrive: the largest body a client may send
+	// (DefaultMaxBodyBytes) crosses any working network in far less, and
+	// a client that stops sending its body, or dribbles it, would
+	// otherwise hold a connection and its goroutine for as long as it
+	// likes.
+	DefaultReadTimeout = 30 * time.Second
 	// ShutdownTimeout is how long a stop waits for in-flight requests once
 	// the base context is cancelled: one Ctrl-C must end the process
 	// promptly even with clients attached.
@@ -113,6 +120,9 @@ type Config struct {
 	// MaxBodyBytes caps one request body (413 beyond it); 0 means
 	// [DefaultMaxBodyBytes].
 	MaxBodyBytes int64
+	// ReadTimeout bounds the time from a request's first byte to the end
+	// of its body (408 beyond it); 0 means [DefaultReadTimeout].
+	ReadTimeout time.Duration
 	// AllowedOrigins are the browser origins allowed besides the
 	// gateway's own loopback address (expose.agent.mcp.allowed_origins).
 	AllowedOrigins []string
@@ -202,6 +212,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = DefaultReadTimeout
 	}
 	if c.SessionIdleTimeout <= 0 {
 		c.SessionIdleTimeout = config.DefaultSessionIdleTimeout

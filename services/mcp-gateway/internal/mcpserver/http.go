@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 )
@@ -29,7 +31,7 @@ func (s *Server) buildHandler() http.Handler {
 			return auth.Static(next, s.cfg.AuthToken, authorize)
 		}
 	}
-	mux.Handle("/mcp", authenticate(limitBody(s.guardSessions(s.streamable), s.cfg.MaxBodyBytes), s.cfg.Policy.Authorize))
+	mux.Handle("/mcp", authenticate(limitBody(s.guardSessions(s.streamable), s.cfg.MaxBodyBytes, s.cfg.ReadTimeout), s.cfg.Policy.Authorize))
 	for p, h := range s.cfg.Open {
 		mux.Handle(p, h)
 	}
@@ -139,8 +141,10 @@ func loopbackHost(hostport string) bool {
 // limitBody answers 413 for a POST body over max bytes. mcp-go reads the
 // whole body before it looks at it, so without the cap a client could make
 // it buffer any amount; reading it here also lets the answer be a plain 413
-// rather than a JSON-RPC parse error.
-func limitBody(next http.Handler, max int64) http.Handler {
+// rather than a JSON-RPC parse error, and a body that has not arrived
+// within the server's read timeout (readTimeout, see [Server.ServeListener])
+// a 408 that says so.
+func limitBody(next http.Handler, max int64, readTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
@@ -153,11 +157,14 @@ func limitBody(next http.Handler, max int64) http.Handler {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 		if err != nil {
 			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
+			switch {
+			case errors.As(err, &mbe):
 				tooLarge(w, max)
-				return
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				http.Error(w, fmt.Sprintf("request timeout: the request did not arrive in full within %s", readTimeout), http.StatusRequestTimeout)
+			default:
+				http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
 			}
-			http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

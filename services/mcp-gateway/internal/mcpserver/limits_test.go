@@ -1,10 +1,14 @@
 package mcpserver
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -128,12 +133,6 @@ func TestBadInput(t *testing.T) {
 	app := loadDemo(t, fiskapp.Options{})
 	_, url := startServer(t, Config{}, app.Tools())
 	c := connect(t, url, legacyEra, nil)
-	stillServing := func(tb testing.TB) {
-		tb.Helper()
-		if cr := commandResult(tb, callTool(tb, c, "echo", map[string]any{"message": "ok"})); cr.Output != "ok\n" {
-			tb.Errorf("got %q from the following call, want the echo", cr.Output)
-		}
-	}
 
 	inBand := []struct {
 		name string
@@ -155,7 +154,7 @@ func TestBadInput(t *testing.T) {
 			if !res.IsError || !strings.Contains(resultText(res), tt.want) {
 				t.Errorf("got %q (error %t), want an in-band error containing %q", resultText(res), res.IsError, tt.want)
 			}
-			stillServing(t)
+			stillServing(t, c)
 		})
 	}
 
@@ -174,7 +173,7 @@ func TestBadInput(t *testing.T) {
 			if status != tt.wantStatus || !strings.Contains(body, tt.wantBody) {
 				t.Errorf("got HTTP %d %q, want %d containing %q", status, cut(body), tt.wantStatus, tt.wantBody)
 			}
-			stillServing(t)
+			stillServing(t, c)
 		})
 	}
 }
@@ -287,5 +286,162 @@ func TestCommandResultJSON(t *testing.T) {
 		if _, ok := m[k]; !ok {
 			t.Errorf("got CommandResult JSON %s, want the schema's required %q", b, k)
 		}
+	}
+}
+
+// TestSlowBody holds the gateway's server to its read timeout: a client
+// that stops sending its body, or dribbles it faster than any single read
+// would wait long but slower than the bound, gets 408 naming the bound on
+// /mcp and a failed read on every other route; the gateway serves other
+// clients meanwhile; and a call whose body has arrived runs for as long as
+// its command does, past the bound, on either era, as does an event
+// stream.
+func TestSlowBody(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	app := loadDemo(t, fiskapp.Options{})
+	openRead := make(chan error, 4)
+	s, err := New(Config{
+		Identity:    "demo",
+		Logger:      testLogger(t),
+		ReadTimeout: bound,
+		Open: map[string]http.Handler{"/form": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, err := io.ReadAll(r.Body)
+			openRead <- err
+		})},
+	}, app.Tools())
+	if err != nil {
+		t.Fatalf("building: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listening: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- s.ServeListener(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+	})
+	host := ln.Addr().String()
+	mcpURL := "http://" + host + "/mcp"
+	c := connect(t, mcpURL, legacyEra, nil)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"never"}}}`
+
+	// send writes a POST of body to path on a new connection: the headers,
+	// then the body by dribble, in the background. It returns the
+	// connection's reader.
+	send := func(t *testing.T, path string, dribble func(net.Conn, string)) *bufio.Reader {
+		t.Helper()
+		conn, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatalf("dialing the gateway: %v", err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		// However the gateway behaves, the test ends.
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", path, host, len(body))
+		go dribble(conn, body)
+		return bufio.NewReader(conn)
+	}
+	stalled := func(conn net.Conn, body string) { _, _ = io.WriteString(conn, body[:len(body)/2]) }
+	// dribbled sends a byte every tenth of the bound: no read waits long,
+	// and the whole body would take about ten bounds.
+	dribbled := func(conn net.Conn, body string) {
+		for i := range len(body) {
+			if _, err := io.WriteString(conn, body[i:i+1]); err != nil {
+				return
+			}
+			time.Sleep(bound / 10)
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		dribble func(net.Conn, string)
+	}{
+		{"stalled", stalled},
+		{"dribbled", dribbled},
+	} {
+		t.Run(tt.name+" on /mcp", func(t *testing.T) {
+			r := send(t, "/mcp", tt.dribble)
+			resp, err := http.ReadResponse(r, nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := "request timeout: the request did not arrive in full within 300ms"
+			if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), want) {
+				t.Errorf("got HTTP %d %q, want 408 saying %q", resp.StatusCode, b, want)
+			}
+			// The connection is not kept for another request: its body
+			// never ended.
+			if !resp.Close {
+				t.Errorf("got a connection kept alive, want it closed")
+			}
+			if _, err := r.ReadByte(); err != io.EOF {
+				t.Errorf("reading on after the answer: got %v, want end of file", err)
+			}
+			stillServing(t, c)
+		})
+		t.Run(tt.name+" on another route", func(t *testing.T) {
+			r := send(t, "/form", tt.dribble)
+			select {
+			case err := <-openRead:
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Errorf("the handler's read of the body: got %v, want %v", err, os.ErrDeadlineExceeded)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatalf("the handler's read of a stalled body did not end")
+			}
+			if _, err := http.ReadResponse(r, nil); err != nil {
+				t.Errorf("reading the answer: %v", err)
+			}
+		})
+	}
+
+	// The bound ends with the body: a call longer than it, then another
+	// on the same connection.
+	for _, e := range eras {
+		t.Run("a call past the bound, "+e.name, func(t *testing.T) {
+			c := connect(t, mcpURL, e, nil)
+			for _, d := range []string{"1s", "10ms"} {
+				if res := callTool(t, c, "sleep", map[string]any{"duration": d}); res.IsError {
+					t.Errorf("sleep %s: got the error %q, want it to finish", d, resultText(res))
+				}
+			}
+		})
+	}
+	t.Run("an event stream past the bound", func(t *testing.T) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, mcpURL, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", initSession(t, mcpURL))
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("opening the event stream: %v", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("got HTTP %d, want an open event stream", resp.StatusCode)
+		}
+		ended := make(chan error, 1)
+		go func() {
+			_, err := io.Copy(io.Discard, resp.Body)
+			ended <- err
+		}()
+		select {
+		case err := <-ended:
+			t.Errorf("the event stream ended after %s (%v), want it open", bound*5, err)
+		case <-time.After(bound * 5):
+		}
+	})
+}
+
+// stillServing fails tb unless c's echo call is answered.
+func stillServing(tb testing.TB, c *client.Client) {
+	tb.Helper()
+	if cr := commandResult(tb, callTool(tb, c, "echo", map[string]any{"message": "ok"})); cr.Output != "ok\n" {
+		tb.Errorf("got %q from the following call, want the echo", cr.Output)
 	}
 }

@@ -370,9 +370,13 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:     s.handler,
 		BaseContext: func(net.Listener) context.Context { return base },
-		// Bounds a client that opens a connection and dribbles its headers;
-		// no write timeout, since SSE streams legitimately stay open.
+		// Bound a client that opens a connection and dribbles its headers,
+		// or its body. net/http clears the read deadline once a body has
+		// been read to its end (or at once for a request without one), so
+		// a long call or an event stream is not cut by it. No write
+		// timeout, since event streams legitimately stay open.
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.cfg.ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
