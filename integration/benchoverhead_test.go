@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -484,16 +485,46 @@ func baseEnv(s string) ([]string, error) {
 }
 
 // logOverheads logs each path's overhead table: per round and the median,
-// beside its p50 and p99.
+// beside its p50 and p99, and where the median stands against the path's
+// goal, if it has one ([overheadGoals]).
 func logOverheads(tb testing.TB, rows []overheadRow) {
 	tb.Helper()
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "overhead in transport round trips (call p50 − exec_direct p50) / call_floor p50, per round, median of %d:\n", benchRounds)
-	fmt.Fprintf(&sb, "  %-27s %9s %9s  %-8s %s\n", "path", "p50 µs", "p99 µs", "median", "rounds")
+	fmt.Fprintf(&sb, "  %-27s %9s %9s  %-8s %-12s %s\n", "path", "p50 µs", "p99 µs", "median", "goal", "rounds")
 	for _, r := range rows {
-		fmt.Fprintf(&sb, "  %-27s %9.1f %9.1f  %-8.3f %v\n", r.name, r.p50, r.p99, r.rt, r.rts)
+		fmt.Fprintf(&sb, "  %-27s %9.1f %9.1f  %-8.3f %-12s %v\n", r.name, r.p50, r.p99, r.rt, goalColumn(r.name, r.rt), r.rts)
 	}
 	tb.Log(sb.String())
+}
+
+// overheadGoals are the call paths' goals, in round trips of the call
+// floor, as README's Measuring section states them: 2.0 for an A2A call
+// and a local MCP call, 3.0 for a remote MCP call, whichever era or client
+// makes it. The transport floors and the differences between paths have
+// none. A base_ row is held to its path's goal too.
+var overheadGoals = map[string]float64{
+	"a2a_call":               2.0,
+	"mcp_call":               2.0,
+	"mcp_legacy_call":        2.0,
+	"mcp_raw_call":           2.0,
+	"mcp_remote_call":        3.0,
+	"mcp_remote_legacy_call": 3.0,
+	"mcp_remote_raw_call":    3.0,
+}
+
+// goalColumn is a row's goal column: "≤ 2.0 met" or "≤ 2.0 over" for a
+// path with a goal, empty for any other row.
+func goalColumn(name string, rt float64) string {
+	goal, ok := overheadGoals[strings.TrimPrefix(name, "base_")]
+	if !ok {
+		return ""
+	}
+	verdict := "met"
+	if rt > goal {
+		verdict = "over"
+	}
+	return fmt.Sprintf("≤ %.1f %s", goal, verdict)
 }
 
 // overheadRow is one line of [logOverheads].
@@ -599,6 +630,43 @@ func TestRoundOverheads(t *testing.T) {
 	}
 	if got, want := roundBeyond(call, direct, floor), roundOverheads(call, direct, floor); !slices.Equal(got, want) {
 		t.Errorf("roundBeyond of no transport: got %v, want roundOverheads' %v", got, want)
+	}
+}
+
+// TestOverheadGoals holds the goal column to the report: every path with
+// a goal is one the report has an overhead figure of, the column says
+// where a median stands against it (the goal itself is met), and a base_
+// row is held to its path's goal.
+func TestOverheadGoals(t *testing.T) {
+	tags := map[string]bool{}
+	for _, typ := range []reflect.Type{reflect.TypeFor[benchReport](), reflect.TypeFor[baseFigures]()} {
+		for f := range typ.Fields() {
+			tags[strings.Split(f.Tag.Get("json"), ",")[0]] = true
+		}
+	}
+	for name := range overheadGoals {
+		for _, key := range []string{name + "_overhead_rt", "base_" + name + "_overhead_rt"} {
+			if !tags[key] {
+				t.Errorf("goal for %s: the report has no %s", name, key)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		rt   float64
+		want string
+	}{
+		{"a2a_call", 1.84, "≤ 2.0 met"},
+		{"a2a_call", 2.0, "≤ 2.0 met"},
+		{"base_a2a_call", 2.01, "≤ 2.0 over"},
+		{"mcp_remote_call", 2.9, "≤ 3.0 met"},
+		{"mcp_remote_raw_call", 4.09, "≤ 3.0 over"},
+		{"call_floor_idle", 1.5, ""},
+		{"mcp_call beyond http", 1.9, ""},
+	} {
+		if got := goalColumn(tt.name, tt.rt); got != tt.want {
+			t.Errorf("goalColumn(%s, %v): got %q, want %q", tt.name, tt.rt, got, tt.want)
+		}
 	}
 }
 
