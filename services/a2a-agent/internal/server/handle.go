@@ -16,6 +16,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
+	"github.com/fiskfleet/fiskfleet/shared/procs"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
@@ -103,6 +104,7 @@ func (s *Server) handleTool(r *natsbus.Request) {
 	}
 	probe := r.CallerProbe()
 	go func() {
+		procs.GrowStack()
 		defer s.inflight.Done()
 		defer func() { <-s.sem }()
 		ctx, cancel, untrack := s.track(ctx, req)

@@ -16,6 +16,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/approval"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
+	"github.com/fiskfleet/fiskfleet/shared/procs"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
@@ -137,6 +138,7 @@ func (s *Server) handleStream(r *natsbus.Request) {
 		}
 	}
 	go func() {
+		procs.GrowStack()
 		defer s.inflight.Done()
 		if !gated {
 			defer func() { <-s.sem }()
