@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -75,6 +76,29 @@ func startServer(tb testing.TB, cfg Config, tools []tool.Tool) (*Server, string)
 		hs.Close()
 	})
 	return s, hs.URL + "/mcp"
+}
+
+// serveLoopback serves s with [Server.ServeListener], as the binary does,
+// on a new loopback listener until stop is called or the test ends. It
+// returns the address and the channel ServeListener's result arrives on.
+func serveLoopback(tb testing.TB, s *Server) (addr string, stop context.CancelFunc, served <-chan error) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("listening: %v", err)
+	}
+	ctx, cancel := context.WithCancel(tb.Context())
+	result := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		result <- s.ServeListener(ctx, ln)
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return ln.Addr().String(), cancel, result
 }
 
 // era is one of the two protocol eras mcp-go speaks.

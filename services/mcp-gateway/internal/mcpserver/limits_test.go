@@ -312,18 +312,7 @@ func TestSlowBody(t *testing.T) {
 	if err != nil {
 		t.Fatalf("building: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listening: %v", err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- s.ServeListener(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-	})
-	host := ln.Addr().String()
+	host, _, _ := serveLoopback(t, s)
 	mcpURL := "http://" + host + "/mcp"
 	c := connect(t, mcpURL, legacyEra, nil)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"never"}}}`

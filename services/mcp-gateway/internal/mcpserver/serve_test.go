@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -21,15 +20,8 @@ func TestServeShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("building: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listening: %v", err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- s.ServeListener(ctx, ln) }()
-	url := "http://" + ln.Addr().String() + "/mcp"
+	addr, cancel, served := serveLoopback(t, s)
+	url := "http://" + addr + "/mcp"
 
 	// A session-based client's initialize, then its standalone GET stream.
 	sessionID := initSession(t, url)
