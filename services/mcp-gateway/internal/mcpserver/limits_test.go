@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -368,8 +369,10 @@ func TestSlowBody(t *testing.T) {
 			if !resp.Close {
 				t.Errorf("got a connection kept alive, want it closed")
 			}
-			if _, err := r.ReadByte(); err != io.EOF {
-				t.Errorf("reading on after the answer: got %v, want end of file", err)
+			// A reset, not only the end of file, closes it too: the
+			// dribbler may still be writing when the gateway closes.
+			if _, err := r.ReadByte(); err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("reading on after the answer: got %v, want the connection closed", err)
 			}
 			stillServing(t, c)
 		})
