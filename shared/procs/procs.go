@@ -15,6 +15,9 @@
 //
 // A millisecond of timer slack ([DefaultSlack], [ApplySlack]): fewer
 // wake-ups of the runtime's monitor thread per call.
+//
+// A call's goroutine grows its stack once, as it starts ([GrowStack]),
+// rather than step by step deep in the call.
 package procs
 
 import (

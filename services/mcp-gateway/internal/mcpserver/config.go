@@ -120,8 +120,9 @@ type Config struct {
 	// MaxBodyBytes caps one request body (413 beyond it); 0 means
 	// [DefaultMaxBodyBytes].
 	MaxBodyBytes int64
-	// ReadTimeout bounds the time from a request's first byte to the end
-	// of its body (408 beyond it); 0 means [DefaultReadTimeout].
+	// ReadTimeout bounds, on the server [Server.Serve] runs, the time from
+	// a request's first byte to the end of its body (408 beyond it); 0
+	// means [DefaultReadTimeout].
 	ReadTimeout time.Duration
 	// AllowedOrigins are the browser origins allowed besides the
 	// gateway's own loopback address (expose.agent.mcp.allowed_origins).
