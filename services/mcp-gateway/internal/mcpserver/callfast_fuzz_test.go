@@ -24,10 +24,10 @@ import (
 // the gateway answers itself must be what mcp-go answers, status,
 // content type and bytes; what it declines reaches mcp-go unchanged, so
 // the same holds. Tasks on a session are the gateway's own, answered in
-// front of mcp-go, and are left out ([ownSessionFeature]). The tools are built-ins, so an input runs in
-// microseconds: facts, a fixed result, and args, which answers with the
-// canonical form of the arguments it was given (so the arguments each
-// path hands the tool are compared too).
+// front of mcp-go, and are left out ([ownSessionFeature]). The tools are
+// built-ins, so an input runs in microseconds: facts, a fixed result, and
+// args, which answers with the canonical form of the arguments it was
+// given (so the arguments each path hands the tool are compared too).
 func FuzzToolsCallMatchesMCPGo(f *testing.F) {
 	for _, q := range plainCalls() {
 		q.name = "args"
@@ -138,9 +138,9 @@ func ownSessionFeature(body string) bool {
 // session any notification, it answers each later request of the
 // session as an event stream (a task's status notification does it, when
 // the fuzzer sends a task-augmented call on the shared session), where the
-// gateway's own path answers JSON.
-// The transport lets a server answer either way, so there the JSON-RPC
-// response the gateway wrote must be the stream's one event.
+// gateway's own path answers JSON. The transport lets a server answer
+// either way, so there the JSON-RPC response the gateway wrote must be the
+// stream's one event.
 func sameAnswer(got, want *httptest.ResponseRecorder, session bool) bool {
 	if got.Code != want.Code {
 		return false
