@@ -324,7 +324,7 @@ func goalMark(v, goal float64) string {
 // same request through tr, the transport the A2A calls use, counting this
 // process and the replier (see procFigures), and the request's and the
 // reply's sizes.
-func callFloor(tb testing.TB, b *bus, tr *natsbus.Transport, identity string) (_ *benchSeries, reqBytes, replyBytes int) {
+func callFloor(tb testing.TB, b *bus, tr *natsbus.Transport, identity string) (_ *benchSeries, req []byte, replyBytes int) {
 	tb.Helper()
 	req, err := a2a.Encode(a2a.NewToolRequest(a2a.Participant{Name: "bench-report"}, identity, "echo", echoInput))
 	if err != nil {
@@ -346,7 +346,7 @@ func callFloor(tb testing.TB, b *bus, tr *natsbus.Transport, identity string) (_
 		name:  "call_floor",
 		run:   rawRoundTrip(tr, floorIdentity, a2a.RouteTool, req, len(reply), 0),
 		procs: []benchProc{benchSelf, {"replier", p.PID}},
-	}, len(req), len(reply)
+	}, req, len(reply)
 }
 
 // rawRoundTrip sends req to identity's route through tr and checks only
@@ -446,6 +446,45 @@ func httpFloor(tb testing.TB, b *bus, gatewayURL string) (_ *benchSeries, reqByt
 		}
 		return nil
 	}}, len(mcpEchoRequest), len(reply)
+}
+
+// remoteFloor captures the gateway's answer to one raw MCP call of the
+// remote echo tool named remote and starts httpreplier relaying every
+// POST as req, the call floor's request, to natsreplier's subject before
+// answering with those bytes: the transports of a remote call, HTTP and
+// then NATS from a process other than the broker's, with nothing of a
+// gateway or an agent. It returns the floor's series (the raw remote
+// call's request, POSTed by a plain net/http client on a kept-alive
+// connection, counting this process and the relay as its replier).
+func remoteFloor(tb testing.TB, b *bus, gatewayURL, remote string, req []byte) *benchSeries {
+	tb.Helper()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	tb.Cleanup(hc.CloseIdleConnections)
+	body := strings.Replace(mcpEchoRequest, `"name":"echo"`, `"name":`+strconv.Quote(remote), 1)
+	var buf bytes.Buffer
+	if err := postMCP(tb.Context(), hc, gatewayURL, "tools/call", remote, body, &buf); err != nil {
+		tb.Fatalf("raw MCP call of %s: %v", remote, err)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(`hi\n`)) {
+		tb.Fatalf("raw MCP call of %s: got %s, want echo's output", remote, buf.Bytes())
+	}
+	reply := bytes.Clone(buf.Bytes())
+	dir := tb.TempDir()
+	payload := fleettest.WriteFile(tb, dir, "mcp-remote-reply.json", string(reply))
+	request := fleettest.WriteFile(tb, dir, "tool-request.json", string(req))
+	p := fleettest.Start(tb, b.home.Env(), fisktest.Build(tb, httpReplierPackage, "httpreplier"), "--payload", payload,
+		"--relay-url", b.ns.URL(), "--relay-subject", natsbus.ToolSubject(floorIdentity), "--relay-request", request)
+	p.WaitOutput(tb, "ready http://", fleettest.ReadyTimeout)
+	url := strings.TrimSpace(strings.TrimPrefix(p.Stdout(), "ready "))
+	return &benchSeries{name: "remote_floor", procs: []benchProc{benchSelf, {"replier", p.PID}}, run: func(ctx context.Context) error {
+		if err := postMCP(ctx, hc, url+"/mcp", "tools/call", remote, body, &buf); err != nil {
+			return err
+		}
+		if buf.Len() != len(reply) {
+			return fmt.Errorf("got %d bytes, want %d", buf.Len(), len(reply))
+		}
+		return nil
+	}}
 }
 
 // baseFleet is the base revision's agent and gateway (make bench BASE=).

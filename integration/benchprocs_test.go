@@ -40,7 +40,9 @@ import (
 //     every NATS message; read with getrusage(RUSAGE_SELF).
 //   - agent: the a2a-agent serving "bench".
 //   - gateway: the mcp-gateway.
-//   - replier: natsreplier for call_floor, httpreplier for http_floor.
+//   - replier: natsreplier for call_floor, httpreplier for http_floor,
+//     the relaying httpreplier for remote_floor (the gateway's stand-in;
+//     the natsreplier it relays to is not counted).
 //
 // The other processes are read from /proc/PID/task/*/status
 // (voluntary_ctxt_switches, nonvoluntary_ctxt_switches) and
@@ -65,6 +67,13 @@ type procFigures struct {
 	HTTPFloorCPUReplier   float64 `json:"http_floor_cpu_us_per_call_replier"`
 	HTTPFloorVCSWReplier  float64 `json:"http_floor_vcsw_per_call_replier"`
 	HTTPFloorIVCSWReplier float64 `json:"http_floor_ivcsw_per_call_replier"`
+
+	RemoteFloorCPUBench     float64 `json:"remote_floor_cpu_us_per_call_bench"`
+	RemoteFloorVCSWBench    float64 `json:"remote_floor_vcsw_per_call_bench"`
+	RemoteFloorIVCSWBench   float64 `json:"remote_floor_ivcsw_per_call_bench"`
+	RemoteFloorCPUReplier   float64 `json:"remote_floor_cpu_us_per_call_replier"`
+	RemoteFloorVCSWReplier  float64 `json:"remote_floor_vcsw_per_call_replier"`
+	RemoteFloorIVCSWReplier float64 `json:"remote_floor_ivcsw_per_call_replier"`
 
 	A2ACallCPUBench     float64 `json:"a2a_call_cpu_us_per_call_bench"`
 	A2ACallVCSWBench    float64 `json:"a2a_call_vcsw_per_call_bench"`
@@ -630,8 +639,9 @@ func TestProcUsageOfSelf(t *testing.T) {
 // to the shape <series>_<metric>_per_call_<proc>, with all three metrics
 // of every series and process named, and set filling each of them.
 func TestProcFiguresKeys(t *testing.T) {
-	// exec_direct, call_floor and http_floor, then the paths.
-	if n, want := procKeySeries(t, reflect.TypeFor[procFigures]()), 3+len(overheadPaths); n != want {
+	// exec_direct, call_floor, http_floor and remote_floor, then the
+	// paths.
+	if n, want := procKeySeries(t, reflect.TypeFor[procFigures]()), 4+len(overheadPaths); n != want {
 		t.Errorf("procFigures series: got %d, want %d", n, want)
 	}
 	if n := procKeySeries(t, reflect.TypeFor[baseProcFigures]()); n != len(overheadPaths) {

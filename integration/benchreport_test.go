@@ -296,6 +296,28 @@ type benchReport struct {
 	MCPRemoteBeyondIdleRT  float64   `json:"mcp_remote_raw_call_beyond_idle_floors_rt"`
 	MCPRemoteBeyondIdleRTs []float64 `json:"mcp_remote_raw_call_beyond_idle_floors_rt_rounds"`
 
+	// RemoteFloor is a remote call's transports alone, in the same
+	// rounds: the raw remote call's request (remote_floor) POSTed to an
+	// httpreplier that relays each as the call floor's request to
+	// natsreplier, through the broker, and answers with the bytes the
+	// gateway answered that call with once the reply is in. Unlike one
+	// HTTP and one NATS floor added together, it holds the hops between
+	// the gateway's process and the broker's, which the NATS floor, sent
+	// from the broker's own process, does not. remote_floor_idle is sent
+	// after idling as the other idle floors are, and
+	// mcp_remote_raw_call_beyond_remote_floor_rt is mcp_remote_raw_call's
+	// overhead less one remote_floor_idle, per round, the median: what
+	// the gateway and the agent add to the transports a remote call
+	// crosses, as it finds them.
+	RemoteFloorP50                float64   `json:"remote_floor_p50_us"`
+	RemoteFloorP99                float64   `json:"remote_floor_p99_us"`
+	RemoteFloorRT                 float64   `json:"remote_floor_rt"`
+	RemoteFloorIdleP50            float64   `json:"remote_floor_idle_p50_us"`
+	RemoteFloorIdleP99            float64   `json:"remote_floor_idle_p99_us"`
+	RemoteFloorIdleRT             float64   `json:"remote_floor_idle_rt"`
+	MCPRemoteBeyondRemoteFloorRT  float64   `json:"mcp_remote_raw_call_beyond_remote_floor_rt"`
+	MCPRemoteBeyondRemoteFloorRTs []float64 `json:"mcp_remote_raw_call_beyond_remote_floor_rt_rounds"`
+
 	// MCPOAuthCall is the same local call through a gateway that checks
 	// an OAuth access token on every request (expose.agent.mcp.auth), and
 	// its ratio over mcp_call of the same run (goal: within 1.05 at p50).
@@ -749,8 +771,10 @@ func TestBenchReport(t *testing.T) {
 	hfloor, hReq, hReply := httpFloor(t, b, gw.URL)
 	idleFloor := &benchSeries{name: "call_floor_idle", run: floor.run, idle: callFloorIdle}
 	idleHTTPFloor := &benchSeries{name: "http_floor_idle", run: hfloor.run, idle: callFloorIdle}
+	rfloor := remoteFloor(t, b, gw.URL, "bench_echo", floorReq)
+	idleRemoteFloor := &benchSeries{name: "remote_floor_idle", run: rfloor.run, idle: callFloorIdle}
 	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpLegacy, mcpRaw, mcpRemote, mcpRemoteLegacy, mcpRemoteRaw, oauthCall, stream,
-		floor, idleFloor, hfloor, idleHTTPFloor}
+		floor, idleFloor, hfloor, idleHTTPFloor, rfloor, idleRemoteFloor}
 	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_legacy_call": mcpLegacy, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote,
 		"mcp_remote_legacy_call": mcpRemoteLegacy, "mcp_remote_raw_call": mcpRemoteRaw}
 	var (
@@ -805,7 +829,7 @@ func TestBenchReport(t *testing.T) {
 	}
 	rep.Rounds = benchRounds
 	rep.CallFloorP50, rep.CallFloorP99 = p(floor, 50), p(floor, 99)
-	rep.CallRequestBytes, rep.CallReplyBytes = floorReq, floorReply
+	rep.CallRequestBytes, rep.CallReplyBytes = len(floorReq), floorReply
 	figures := map[string]pathFigures{
 		"a2a_call":               {&rep.A2ACallP50, &rep.A2ACallP99, &rep.A2ACallRT, &rep.A2ACallRTs},
 		"mcp_call":               {&rep.MCPCallP50, &rep.MCPCallP99, &rep.MCPCallRT, &rep.MCPCallRTs},
@@ -876,11 +900,20 @@ func TestBenchReport(t *testing.T) {
 	rep.HTTPFloorIdleRT = median(roundRatios(idleHTTPFloor, floor))
 	rep.MCPRemoteBeyondIdleRTs = roundBeyond(mcpRemoteRaw, direct, floor, idleFloor, idleHTTPFloor)
 	rep.MCPRemoteBeyondIdleRT = median(rep.MCPRemoteBeyondIdleRTs)
+	rep.RemoteFloorP50, rep.RemoteFloorP99 = p(rfloor, 50), p(rfloor, 99)
+	rep.RemoteFloorRT = median(roundRatios(rfloor, floor))
+	rep.RemoteFloorIdleP50, rep.RemoteFloorIdleP99 = p(idleRemoteFloor, 50), p(idleRemoteFloor, 99)
+	rep.RemoteFloorIdleRT = median(roundRatios(idleRemoteFloor, floor))
+	rep.MCPRemoteBeyondRemoteFloorRTs = roundBeyond(mcpRemoteRaw, direct, floor, idleRemoteFloor)
+	rep.MCPRemoteBeyondRemoteFloorRT = median(rep.MCPRemoteBeyondRemoteFloorRTs)
 	rows = append(rows,
 		overheadRow{name: "http_floor", p50: rep.HTTPFloorP50, p99: rep.HTTPFloorP99, rt: rep.HTTPFloorRT},
 		overheadRow{name: "http_floor_idle", p50: rep.HTTPFloorIdleP50, p99: rep.HTTPFloorIdleP99, rt: rep.HTTPFloorIdleRT},
+		overheadRow{name: "remote_floor", p50: rep.RemoteFloorP50, p99: rep.RemoteFloorP99, rt: rep.RemoteFloorRT},
+		overheadRow{name: "remote_floor_idle", p50: rep.RemoteFloorIdleP50, p99: rep.RemoteFloorIdleP99, rt: rep.RemoteFloorIdleRT},
 		overheadRow{name: "mcp_call beyond http", rt: rep.MCPBeyondHTTPRT, rts: rep.MCPBeyondHTTPRTs},
-		overheadRow{name: "mcp_remote_raw beyond idle", rt: rep.MCPRemoteBeyondIdleRT, rts: rep.MCPRemoteBeyondIdleRTs})
+		overheadRow{name: "mcp_remote_raw beyond idle", rt: rep.MCPRemoteBeyondIdleRT, rts: rep.MCPRemoteBeyondIdleRTs},
+		overheadRow{name: "mcp_remote_raw beyond remote", rt: rep.MCPRemoteBeyondRemoteFloorRT, rts: rep.MCPRemoteBeyondRemoteFloorRTs})
 	logOverheads(t, rows)
 	for _, s := range calls {
 		if len(s.procs) == 0 {
