@@ -318,6 +318,16 @@ type benchReport struct {
 	MCPRemoteBeyondRemoteFloorRT  float64   `json:"mcp_remote_raw_call_beyond_remote_floor_rt"`
 	MCPRemoteBeyondRemoteFloorRTs []float64 `json:"mcp_remote_raw_call_beyond_remote_floor_rt_rounds"`
 
+	// Each local path beyond the idle floor of the one transport it
+	// crosses, per round, the median: a2a_call less one call_floor_idle,
+	// mcp_raw_call less one http_floor_idle. With
+	// mcp_remote_raw_call_beyond_remote_floor_rt, what fiskfleet adds to
+	// each path's transports as a call finds them, in the same unit.
+	A2ABeyondIdleRT     float64   `json:"a2a_call_beyond_idle_floor_rt"`
+	A2ABeyondIdleRTs    []float64 `json:"a2a_call_beyond_idle_floor_rt_rounds"`
+	MCPRawBeyondIdleRT  float64   `json:"mcp_raw_call_beyond_idle_floor_rt"`
+	MCPRawBeyondIdleRTs []float64 `json:"mcp_raw_call_beyond_idle_floor_rt_rounds"`
+
 	// MCPOAuthCall is the same local call through a gateway that checks
 	// an OAuth access token on every request (expose.agent.mcp.auth), and
 	// its ratio over mcp_call of the same run (goal: within 1.05 at p50).
@@ -906,12 +916,18 @@ func TestBenchReport(t *testing.T) {
 	rep.RemoteFloorIdleRT = median(roundRatios(idleRemoteFloor, floor))
 	rep.MCPRemoteBeyondRemoteFloorRTs = roundBeyond(mcpRemoteRaw, direct, floor, idleRemoteFloor)
 	rep.MCPRemoteBeyondRemoteFloorRT = median(rep.MCPRemoteBeyondRemoteFloorRTs)
+	rep.A2ABeyondIdleRTs = roundBeyond(a2aCall, direct, floor, idleFloor)
+	rep.A2ABeyondIdleRT = median(rep.A2ABeyondIdleRTs)
+	rep.MCPRawBeyondIdleRTs = roundBeyond(mcpRaw, direct, floor, idleHTTPFloor)
+	rep.MCPRawBeyondIdleRT = median(rep.MCPRawBeyondIdleRTs)
 	rows = append(rows,
 		overheadRow{name: "http_floor", p50: rep.HTTPFloorP50, p99: rep.HTTPFloorP99, rt: rep.HTTPFloorRT},
 		overheadRow{name: "http_floor_idle", p50: rep.HTTPFloorIdleP50, p99: rep.HTTPFloorIdleP99, rt: rep.HTTPFloorIdleRT},
 		overheadRow{name: "remote_floor", p50: rep.RemoteFloorP50, p99: rep.RemoteFloorP99, rt: rep.RemoteFloorRT},
 		overheadRow{name: "remote_floor_idle", p50: rep.RemoteFloorIdleP50, p99: rep.RemoteFloorIdleP99, rt: rep.RemoteFloorIdleRT},
 		overheadRow{name: "mcp_call beyond http", rt: rep.MCPBeyondHTTPRT, rts: rep.MCPBeyondHTTPRTs},
+		overheadRow{name: "a2a_call beyond idle", rt: rep.A2ABeyondIdleRT, rts: rep.A2ABeyondIdleRTs},
+		overheadRow{name: "mcp_raw beyond idle", rt: rep.MCPRawBeyondIdleRT, rts: rep.MCPRawBeyondIdleRTs},
 		overheadRow{name: "mcp_remote_raw beyond idle", rt: rep.MCPRemoteBeyondIdleRT, rts: rep.MCPRemoteBeyondIdleRTs},
 		overheadRow{name: "mcp_remote_raw beyond remote", rt: rep.MCPRemoteBeyondRemoteFloorRT, rts: rep.MCPRemoteBeyondRemoteFloorRTs})
 	logOverheads(t, rows)
