@@ -322,8 +322,8 @@ func goalMark(v, goal float64) string {
 // and starts natsreplier answering that request's size with those bytes
 // on [floorIdentity]'s tool subject. It returns the floor's series: the
 // same request through tr, the transport the A2A calls use, counting this
-// process and the replier (see procFigures), and the request's and the
-// reply's sizes.
+// process and the replier (see procFigures), the request's bytes and the
+// reply's size.
 func callFloor(tb testing.TB, b *bus, tr *natsbus.Transport, identity string) (_ *benchSeries, req []byte, replyBytes int) {
 	tb.Helper()
 	req, err := a2a.Encode(a2a.NewToolRequest(a2a.Participant{Name: "bench-report"}, identity, "echo", echoInput))
