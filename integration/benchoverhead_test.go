@@ -403,7 +403,7 @@ func postMCP(ctx context.Context, hc *http.Client, url, method, name, body strin
 // request http_floor sends, naming name), checked for echo's output.
 func rawMCPEcho(url, name string) func(context.Context) error {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-	body := strings.Replace(mcpEchoRequest, `"name":"echo"`, `"name":`+strconv.Quote(name), 1)
+	body := mcpEchoBody(name)
 	var buf bytes.Buffer
 	return func(ctx context.Context) error {
 		if err := postMCP(ctx, hc, url, "tools/call", name, body, &buf); err != nil {
@@ -416,36 +416,18 @@ func rawMCPEcho(url, name string) func(context.Context) error {
 	}
 }
 
+// mcpEchoBody is mcpEchoRequest calling the echo tool named name.
+func mcpEchoBody(name string) string {
+	return strings.Replace(mcpEchoRequest, `"name":"echo"`, `"name":`+strconv.Quote(name), 1)
+}
+
 // httpFloor captures the gateway's answer to one raw MCP echo call and
 // starts httpreplier answering with those bytes. It returns the floor's
-// series (the same request, POSTed by a plain net/http client on a
-// kept-alive connection, counting this process and the replier) and the
-// request's and the answer's sizes.
+// series (see replierFloor) and the request's and the answer's sizes.
 func httpFloor(tb testing.TB, b *bus, gatewayURL string) (_ *benchSeries, reqBytes, replyBytes int) {
 	tb.Helper()
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-	tb.Cleanup(hc.CloseIdleConnections)
-	var buf bytes.Buffer
-	if err := postMCP(tb.Context(), hc, gatewayURL, "tools/call", "echo", mcpEchoRequest, &buf); err != nil {
-		tb.Fatalf("raw MCP echo call of the gateway: %v", err)
-	}
-	if !bytes.Contains(buf.Bytes(), []byte(`hi\n`)) {
-		tb.Fatalf("raw MCP echo call of the gateway: got %s, want echo's output", buf.Bytes())
-	}
-	reply := bytes.Clone(buf.Bytes())
-	payload := fleettest.WriteFile(tb, tb.TempDir(), "mcp-reply.json", string(reply))
-	p := fleettest.Start(tb, b.home.Env(), fisktest.Build(tb, httpReplierPackage, "httpreplier"), "--payload", payload)
-	p.WaitOutput(tb, "ready http://", fleettest.ReadyTimeout)
-	url := strings.TrimSpace(strings.TrimPrefix(p.Stdout(), "ready "))
-	return &benchSeries{name: "http_floor", procs: []benchProc{benchSelf, {"replier", p.PID}}, run: func(ctx context.Context) error {
-		if err := postMCP(ctx, hc, url+"/mcp", "tools/call", "echo", mcpEchoRequest, &buf); err != nil {
-			return err
-		}
-		if buf.Len() != len(reply) {
-			return fmt.Errorf("got %d bytes, want %d", buf.Len(), len(reply))
-		}
-		return nil
-	}}, len(mcpEchoRequest), len(reply)
+	s, reply := replierFloor(tb, b, "http_floor", gatewayURL, "echo", b.home.Env())
+	return s, len(mcpEchoRequest), len(reply)
 }
 
 // remoteFloor captures the gateway's answer to one raw MCP call of the
@@ -455,39 +437,48 @@ func httpFloor(tb testing.TB, b *bus, gatewayURL string) (_ *benchSeries, reqByt
 // then NATS from a process other than the broker's, with nothing of a
 // gateway or an agent. The relay runs on one P, as the services do by
 // default: measured side by side, that made it about a tenth faster than
-// on every CPU, and the floor is the best a relay does. It returns the
-// floor's series (the raw remote call's request, POSTed by a plain
-// net/http client on a kept-alive connection, counting this process and
-// the relay as its replier).
+// on every CPU, and the floor is the best a relay does. Its series counts
+// the relay as the replier (see replierFloor).
 func remoteFloor(tb testing.TB, b *bus, gatewayURL, remote string, req []byte) *benchSeries {
+	tb.Helper()
+	request := fleettest.WriteFile(tb, tb.TempDir(), "tool-request.json", string(req))
+	s, _ := replierFloor(tb, b, "remote_floor", gatewayURL, remote, b.home.Env("GOMAXPROCS=1"),
+		"--relay-url", b.ns.URL(), "--relay-subject", natsbus.ToolSubject(floorIdentity), "--relay-request", request)
+	return s
+}
+
+// replierFloor captures the gateway's answer to one raw MCP call of the
+// echo tool named tool and starts httpreplier, with env and args, to
+// answer with those bytes. It returns the series, called name, of that
+// same request POSTed to httpreplier by a plain net/http client on a
+// kept-alive connection, counting this process and the replier, and the
+// answer's bytes.
+func replierFloor(tb testing.TB, b *bus, name, gatewayURL, tool string, env []string, args ...string) (*benchSeries, []byte) {
 	tb.Helper()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	tb.Cleanup(hc.CloseIdleConnections)
-	body := strings.Replace(mcpEchoRequest, `"name":"echo"`, `"name":`+strconv.Quote(remote), 1)
+	body := mcpEchoBody(tool)
 	var buf bytes.Buffer
-	if err := postMCP(tb.Context(), hc, gatewayURL, "tools/call", remote, body, &buf); err != nil {
-		tb.Fatalf("raw MCP call of %s: %v", remote, err)
+	if err := postMCP(tb.Context(), hc, gatewayURL, "tools/call", tool, body, &buf); err != nil {
+		tb.Fatalf("raw MCP call of %s: %v", tool, err)
 	}
 	if !bytes.Contains(buf.Bytes(), []byte(`hi\n`)) {
-		tb.Fatalf("raw MCP call of %s: got %s, want echo's output", remote, buf.Bytes())
+		tb.Fatalf("raw MCP call of %s: got %s, want echo's output", tool, buf.Bytes())
 	}
 	reply := bytes.Clone(buf.Bytes())
-	dir := tb.TempDir()
-	payload := fleettest.WriteFile(tb, dir, "mcp-remote-reply.json", string(reply))
-	request := fleettest.WriteFile(tb, dir, "tool-request.json", string(req))
-	p := fleettest.Start(tb, b.home.Env("GOMAXPROCS=1"), fisktest.Build(tb, httpReplierPackage, "httpreplier"), "--payload", payload,
-		"--relay-url", b.ns.URL(), "--relay-subject", natsbus.ToolSubject(floorIdentity), "--relay-request", request)
+	payload := fleettest.WriteFile(tb, tb.TempDir(), "mcp-reply.json", string(reply))
+	p := fleettest.Start(tb, env, fisktest.Build(tb, httpReplierPackage, "httpreplier"), append([]string{"--payload", payload}, args...)...)
 	p.WaitOutput(tb, "ready http://", fleettest.ReadyTimeout)
 	url := strings.TrimSpace(strings.TrimPrefix(p.Stdout(), "ready "))
-	return &benchSeries{name: "remote_floor", procs: []benchProc{benchSelf, {"replier", p.PID}}, run: func(ctx context.Context) error {
-		if err := postMCP(ctx, hc, url+"/mcp", "tools/call", remote, body, &buf); err != nil {
+	return &benchSeries{name: name, procs: []benchProc{benchSelf, {"replier", p.PID}}, run: func(ctx context.Context) error {
+		if err := postMCP(ctx, hc, url+"/mcp", "tools/call", tool, body, &buf); err != nil {
 			return err
 		}
 		if buf.Len() != len(reply) {
 			return fmt.Errorf("got %d bytes, want %d", buf.Len(), len(reply))
 		}
 		return nil
-	}}
+	}}, reply
 }
 
 // baseFleet is the base revision's agent and gateway (make bench BASE=).
