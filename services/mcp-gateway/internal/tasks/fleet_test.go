@@ -216,3 +216,40 @@ func TestFleetFirstBeatWaitsForStream(t *testing.T) {
 		t.Fatalf("start while the stream comes back: %v", err)
 	}
 }
+
+// TestOpenBucketOutlastsTheRequestTimeout opens the bucket while its
+// server is away for longer than jetstream's 5 s request timeout, as a
+// replicated bucket's creation on a busy or restarting cluster can take:
+// without a deadline of the caller's, OpenBucket waits for it (up to
+// openTimeout) rather than failing the gateway's start after 5 s.
+func TestOpenBucketOutlastsTheRequestTimeout(t *testing.T) {
+	t.Parallel()
+	srv := natstest.StartJetStream(t)
+	nc := srv.Connect(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	// Asked once the client knows the server is gone, the request waits
+	// in the reconnect buffer rather than on a dead socket.
+	fisktest.WaitFor(t, 10*time.Second, "the client to see the server gone", func() bool { return !nc.IsConnected() })
+	opened := make(chan error, 1)
+	go func() {
+		_, err := OpenBucket(context.Background(), js, "slow_start", 1)
+		opened <- err
+	}()
+	time.Sleep(6 * time.Second)
+	srv.Resume()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("opening the bucket across a 6 s outage: %v", err)
+		}
+	case <-time.After(openTimeout):
+		t.Fatal("opening the bucket did not end after the server came back")
+	}
+	if _, err := js.KeyValue(t.Context(), "slow_start"); err != nil {
+		t.Errorf("the bucket after the outage: %v", err)
+	}
+}

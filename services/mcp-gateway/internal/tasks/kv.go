@@ -114,9 +114,21 @@ func NewKV(ctx context.Context, js jetstream.JetStream, cfg KVConfig) (*KV, erro
 	return &KV{js: js, kv: kv, cfg: cfg}, nil
 }
 
+// openTimeout bounds opening or creating the bucket when the caller set
+// no deadline. jetstream's own default is 5 s per request, which a
+// replicated bucket's creation can need more than: its raft group must
+// form first, which on a busy cluster, or one whose server is restarting,
+// takes longer. A gateway that gave up then would not start at all.
+const openTimeout = 30 * time.Second
+
 // OpenBucket opens the key-value bucket, creating it with replicas if
 // missing; an existing bucket is used as it is.
 func OpenBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, openTimeout)
+		defer cancel()
+	}
 	kv, err := js.KeyValue(ctx, bucket)
 	if err == nil {
 		return kv, checkBucket(ctx, kv)
