@@ -17,7 +17,7 @@ import (
 // The enums of the schema (schemas/audit/record.json).
 var (
 	services  = []string{ServiceA2AAgent, ServiceMCPGateway}
-	surfaces  = []string{SurfaceMCP, SurfaceA2A, SurfaceA2AStream}
+	surfaces  = []string{SurfaceMCP, SurfaceA2A, SurfaceA2AStream, SurfaceAgent2Agent}
 	decisions = []string{
 		DecisionNotGated, DecisionElicitation, DecisionOperator, DecisionNever, DecisionUnasked,
 		DecisionDeclined, DecisionTimedOut, DecisionPolicy, DecisionRefusedGated,

@@ -23,6 +23,9 @@ const (
 	SurfaceA2A = "a2a"
 	// SurfaceA2AStream is a request on an agent's stream endpoint.
 	SurfaceA2AStream = "a2a-stream"
+	// SurfaceAgent2Agent is a call on the gateway's Agent2Agent (HTTP)
+	// endpoint.
+	SurfaceAgent2Agent = "agent2agent"
 )
 
 // Gate decisions, the values of [Gate.Decision].
@@ -123,8 +126,8 @@ type Record struct {
 	// micro metadata fiskfleet.instance, the sender.instance of its
 	// replies) or the gateway's.
 	Instance string `json:"instance"`
-	// Surface is where the call came in: [SurfaceMCP], [SurfaceA2A] or
-	// [SurfaceA2AStream].
+	// Surface is where the call came in: [SurfaceMCP], [SurfaceA2A],
+	// [SurfaceA2AStream] or [SurfaceAgent2Agent].
 	Surface string `json:"surface"`
 	// Caller is who called, as far as the service knows.
 	Caller Caller `json:"caller"`

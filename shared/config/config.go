@@ -201,6 +201,26 @@ type MCP struct {
 	// key-value bucket. Unset (the default), a gateway keeps them in
 	// memory and needs no JetStream.
 	Fleet *Fleet `yaml:"fleet"`
+	// Agent2Agent, when present ({} is enough), serves the gateway's
+	// tools to clients of the Agent2Agent protocol (HTTP, JSON-RPC) on
+	// the same listener: agent cards at /.well-known/agent-card.json and
+	// /a2a/IDENTITY/.well-known/agent-card.json, calls at /a2a and
+	// /a2a/IDENTITY. Absent (the default), those routes answer 404.
+	Agent2Agent *Agent2Agent `yaml:"agent2agent"`
+}
+
+// Agent2Agent is expose.agent.mcp.agent2agent.
+type Agent2Agent struct {
+	// URL is the base URL clients reach the gateway at, which the agent
+	// cards name as their endpoints (https://gateway.example.com). Empty
+	// means expose.agent.mcp.auth.resource without its /mcp when set,
+	// else the scheme and host each request arrived with: right on
+	// loopback, wrong behind a proxy that rewrites Host, where it must
+	// be set.
+	URL string `yaml:"url"`
+	// Description is the gateway card's description; empty means one
+	// naming the identity and how to call it.
+	Description string `yaml:"description"`
 }
 
 // Fleet is expose.agent.mcp.fleet: what the gateways of one identity

@@ -15,7 +15,7 @@ expose:
 `), "agent.yaml")
 	fmt.Println(err)
 	// Output:
-	// agent.yaml:5: unknown key expose.agent.mcp.adress: did you mean address? (keys here: address, allowed_origins, auth, auth_token_env, builtins, confirm_over_mcp, fleet, instructions, max_concurrent_tools, max_sessions, max_tasks, policy, port, resources, session_idle_timeout, task_retention, tool_timeout, tools_page_size)
+	// agent.yaml:5: unknown key expose.agent.mcp.adress: did you mean address? (keys here: address, agent2agent, allowed_origins, auth, auth_token_env, builtins, confirm_over_mcp, fleet, instructions, max_concurrent_tools, max_sessions, max_tasks, policy, port, resources, session_idle_timeout, task_retention, tool_timeout, tools_page_size)
 }
 
 func ExampleConfig_Validate() {

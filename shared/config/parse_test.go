@@ -99,7 +99,7 @@ func TestParseUnknownKeys(t *testing.T) {
 			yaml:     "identity: ops\nexpose:\n  agent:\n    mcp:\n      port: 8080\n      adress: 0.0.0.0\n",
 			wantKey:  "expose.agent.mcp.adress",
 			wantLine: 6,
-			wantMsg:  "agent.yaml:6: unknown key expose.agent.mcp.adress: did you mean address? (keys here: address, allowed_origins, auth, auth_token_env,",
+			wantMsg:  "agent.yaml:6: unknown key expose.agent.mcp.adress: did you mean address? (keys here: address, agent2agent, allowed_origins, auth, auth_token_env,",
 		},
 		{
 			name:     "expose.agent.a2a in flow style",

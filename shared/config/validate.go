@@ -186,6 +186,11 @@ func (v *validator) common(c *Config) {
 		if m.Fleet != nil {
 			v.fleet(key+".fleet", m.Fleet)
 		}
+		if a := m.Agent2Agent; a != nil && a.URL != "" {
+			if err := checkBaseURL(a.URL); err != nil {
+				v.failErr(key+".agent2agent.url", fmt.Sprintf("%s.agent2agent.url %q: %v: fix %s.agent2agent.url, or leave it out to take the URL requests arrive at", key, a.URL, err, key), err)
+			}
+		}
 	}
 	if a := c.Audit; a != nil {
 		v.audit(a)
@@ -597,6 +602,25 @@ func CheckOrigin(o string) error {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return errors.New("want a port of 1-65535")
 		}
+	}
+	return nil
+}
+
+// checkBaseURL reports whether u can prefix the gateway's paths in what
+// it tells clients (expose.agent.mcp.agent2agent.url): an absolute http or
+// https URL with no user, query or fragment; a path is kept, for a
+// gateway mounted below one by its proxy.
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("want scheme http or https")
+	case u.Host == "" || u.Opaque != "":
+		return errors.New("want scheme://host[:port][/path]")
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
+		return errors.New("want no user, query or fragment")
 	}
 	return nil
 }

@@ -29,6 +29,10 @@ func TestValidateRefusals(t *testing.T) {
 		wantMsg string
 	}{
 		// Every mode.
+		{"agent2agent url not absolute", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {agent2agent: {url: 'gw.example.com'}}}}\n", "expose.agent.mcp.agent2agent.url",
+			`expose.agent.mcp.agent2agent.url "gw.example.com": want scheme http or https`},
+		{"agent2agent url with query", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {agent2agent: {url: 'https://gw.example.com/?x=1'}}}}\n", "expose.agent.mcp.agent2agent.url",
+			"want no user, query or fragment"},
 		{"fleet bucket", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {fleet: {bucket: 'a.b'}}}}\n", "expose.agent.mcp.fleet.bucket",
 			`agent.yaml: expose.agent.mcp.fleet.bucket "a.b" is not a JetStream bucket name`},
 		{"fleet instance ttl", ModeInfo, "identity: ops\nexpose: {agent: {mcp: {fleet: {instance_ttl: 100ms}}}}\n", "expose.agent.mcp.fleet.instance_ttl",

@@ -24,6 +24,9 @@ const (
 	// SurfaceRemote is a remote tool called over MCP and forwarded by the
 	// gateway to an agent.
 	SurfaceRemote = "remote"
+	// SurfaceAgent2Agent is a tool called over the gateway's Agent2Agent
+	// (HTTP) endpoint, local or remote.
+	SurfaceAgent2Agent = "agent2agent"
 )
 
 // Call outcomes, the values of the outcome label. Any other value passed
@@ -184,7 +187,7 @@ func (m *Metrics) Call(tool, surface, outcome string, d time.Duration) {
 		outcome = OutcomeError
 	}
 	switch surface {
-	case SurfaceMCP, SurfaceA2A, SurfaceRemote:
+	case SurfaceMCP, SurfaceA2A, SurfaceRemote, SurfaceAgent2Agent:
 	default:
 		surface = SurfaceMCP
 	}

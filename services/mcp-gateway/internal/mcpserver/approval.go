@@ -53,6 +53,9 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 		rec.gate = audit.DecisionNever
 		return nil, true
 	}
+	if invocationFrom(ctx) != nil {
+		return s.invocationGate(ctx, e, req, input, line, rec)
+	}
 	if rt := req.Params.MultiRoundTripParams; rt.RequestState != "" || len(rt.InputResponses) > 0 {
 		return s.redeem(ctx, e, rt, input, rec)
 	}
@@ -142,6 +145,7 @@ func (s *Server) operatorGate(ctx context.Context, e *entry, req mcp.CallToolReq
 		send := s.notifier(ctx, token)
 		tell = func(msg string) { send(0, msg) }
 	}
+	inv := invocationFrom(ctx)
 	defer close(stopC)
 	dec, err := s.cfg.Approvals.Request(ctx, approval.Pending{
 		Tool:    e.def.Name,
@@ -149,6 +153,9 @@ func (s *Server) operatorGate(ctx context.Context, e *entry, req mcp.CallToolReq
 		Digest:  audit.Digest(input),
 		Caller:  caller,
 		Announced: func(r approval.Request) {
+			if inv != nil && inv.Awaiting != nil {
+				inv.Awaiting(r.ID)
+			}
 			if tell == nil {
 				return
 			}

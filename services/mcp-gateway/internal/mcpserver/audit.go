@@ -52,7 +52,7 @@ func (s *Server) auditCall(ctx context.Context, rec *record, start time.Time, d 
 		Service:  audit.ServiceMCPGateway,
 		Identity: s.cfg.Identity,
 		Instance: s.cfg.Instance,
-		Surface:  audit.SurfaceMCP,
+		Surface:  cmp.Or(rec.surface, audit.SurfaceMCP),
 		Tool:     rec.tool,
 		Gate:     audit.Gate{Decision: rec.gate, Approver: rec.approver},
 		Outcome: audit.Outcome{

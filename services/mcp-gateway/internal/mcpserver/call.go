@@ -54,6 +54,9 @@ type record struct {
 	// (command).
 	line     string
 	protocol string
+	// surface is where the call came in, for the audit record: empty for
+	// a tools/call, else the [Invocation]'s.
+	surface  string
 	outcome  string
 	command  string
 	approval string
@@ -70,6 +73,9 @@ type record struct {
 func (s *Server) handle(ctx context.Context, name string, req mcp.CallToolRequest) (res *mcp.CallToolResult) {
 	start := time.Now()
 	rec := &record{tool: name, protocol: server.RequestProtocolVersion(ctx)}
+	if inv := invocationFrom(ctx); inv != nil {
+		rec.protocol, rec.surface = inv.Protocol, inv.Surface
+	}
 	ctx, span := s.startCall(ctx, name, req)
 	defer func() {
 		// A tool that panics is a failed call, answered in-band like any
@@ -132,6 +138,10 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 	// A task's client is answered here, once any approval is given; its
 	// call runs on without the request (task.go).
 	taskStarted(ctx)
+	inv := invocationFrom(ctx)
+	if inv != nil && inv.Cleared != nil {
+		inv.Cleared()
+	}
 
 	// The slots are taken only now, after any approval: a human deciding
 	// holds no execution slot. The caller's own share comes first, so a
@@ -157,11 +167,13 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 		runCtx, run = tracing.Start(runCtx, s.cfg.Tracer, spanName, kind)
 		defer endSpan(run, rec)
 	}
-	if _, task := ctx.Value(taskRunKey{}).(*taskRun); task {
+	if _, task := ctx.Value(taskRunKey{}).(*taskRun); task || inv != nil {
 		// A task's remote call stays streamed, so the agent stops its
 		// command should this gateway go away (see
-		// remotetools.WithStreamed); other remote calls that ask for no
-		// progress go unary to agents that can cancel them.
+		// remotetools.WithStreamed), as does every call of another
+		// surface, whose tasks outlive their requests; other remote calls
+		// that ask for no progress go unary to agents that can cancel
+		// them.
 		runCtx = remotetools.WithStreamed(runCtx)
 	}
 	treq := tool.Request{Input: input, Prompter: tool.DenyAll{}}
@@ -170,6 +182,8 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 		p := newProgress(s.notifier(ctx, token))
 		treq.Output = p
 		defer func() { p.stop(ctx.Err() == nil) }()
+	} else if inv != nil && inv.Output != nil {
+		treq.Output = inv.Output
 	}
 	if s.cfg.Audit != nil && e.liner != nil && rec.command == "" {
 		// Known before the run, so a call that times out or is

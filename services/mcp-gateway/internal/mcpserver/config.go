@@ -93,6 +93,10 @@ type Config struct {
 	// such as the protected resource metadata; the probes and the Origin
 	// check apply to them as to everything.
 	Open map[string]http.Handler
+	// Surfaces are the gateway's other surfaces (the Agent2Agent
+	// endpoint): each is called once, with the built server, and returns
+	// the routes it serves beside /mcp.
+	Surfaces []func(*Server) Routes
 	// Policy decides per caller which tools it sees and runs
 	// (expose.agent.mcp.policy); nil lets every caller see and run
 	// everything served.

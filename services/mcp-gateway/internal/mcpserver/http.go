@@ -15,6 +15,19 @@ import (
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 )
 
+// Routes are the HTTP handlers of another surface of the gateway, by
+// [http.ServeMux] pattern.
+type Routes struct {
+	// Open are served to anyone, as the protected resource metadata is
+	// (an agent card that lists nothing a caller could not learn).
+	Open map[string]http.Handler
+	// Authenticated pass what a request to /mcp passes first: the
+	// authentication layer with the policy's authorization, and the body
+	// cap and read timeout. Their handlers find the [auth.Caller] in the
+	// request's context.
+	Authenticated map[string]http.Handler
+}
+
 // buildHandler mounts mcp-go's streamable server at /mcp behind, from the
 // outside in: the Origin check (so a web page learns nothing, not even
 // whether a token is needed), the bearer check when a token is configured
@@ -34,6 +47,15 @@ func (s *Server) buildHandler() http.Handler {
 	mux.Handle("/mcp", authenticate(limitBody(s.guardSessions(s.streamable), s.cfg.MaxBodyBytes, s.cfg.ReadTimeout), s.cfg.Policy.Authorize))
 	for p, h := range s.cfg.Open {
 		mux.Handle(p, h)
+	}
+	for _, surface := range s.cfg.Surfaces {
+		routes := surface(s)
+		for p, h := range routes.Open {
+			mux.Handle(p, h)
+		}
+		for p, h := range routes.Authenticated {
+			mux.Handle(p, authenticate(limitBody(h, s.cfg.MaxBodyBytes, s.cfg.ReadTimeout), s.cfg.Policy.Authorize))
+		}
 	}
 	h := s.probes(checkOrigin(mux, s.cfg.AllowedOrigins))
 	if s.cfg.Tracer != nil {

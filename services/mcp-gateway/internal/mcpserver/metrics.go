@@ -6,6 +6,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 )
 
@@ -30,6 +31,9 @@ func (s *Server) observe(rec *record, d time.Duration) {
 	surface := ops.SurfaceMCP
 	if e := (*s.entries.Load())[rec.tool]; e != nil && e.source != SourceLocal {
 		surface = ops.SurfaceRemote
+	}
+	if rec.surface == audit.SurfaceAgent2Agent {
+		surface = ops.SurfaceAgent2Agent
 	}
 	s.cfg.Metrics.Call(rec.tool, surface, metricOutcome(rec), d)
 }

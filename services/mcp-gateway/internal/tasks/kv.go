@@ -499,6 +499,32 @@ func (s *KV) End(ctx context.Context, owner, id string, e Ending) (Task, bool, e
 	return Task{}, false, fmt.Errorf("%w: task %s kept changing while it was being ended", ErrUnavailable, id)
 }
 
+// Update implements [Store].
+func (s *KV) Update(ctx context.Context, owner, id string, status mcp.TaskStatus, message string) (Task, bool, error) {
+	for range casRetries {
+		t, rev, err := s.load(ctx, owner, id, false)
+		if err != nil {
+			return Task{}, false, err
+		}
+		if !t.update(status, message, s.now()) {
+			return t, false, nil
+		}
+		b, err := s.encode(ctx, t)
+		if err != nil {
+			return Task{}, false, err
+		}
+		_, err = s.kv.Update(ctx, taskKey(owner, id), b, rev)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			continue // changed meanwhile: read it again
+		}
+		if err != nil {
+			return Task{}, false, fmt.Errorf("%w: recording the status of task %s: %w", ErrUnavailable, id, err)
+		}
+		return t, true, nil
+	}
+	return Task{}, false, fmt.Errorf("%w: task %s kept changing while its status was being recorded", ErrUnavailable, id)
+}
+
 // Wait implements [Store]: it watches the task's entry.
 func (s *KV) Wait(ctx context.Context, owner, id string) (Task, error) {
 	if !validID(id) {

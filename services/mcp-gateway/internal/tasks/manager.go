@@ -104,10 +104,14 @@ func (r *Run) Ended() <-chan struct{} { return r.ended }
 // reported with [Run.Finish]. It fails with [ErrStopping] once the
 // manager is closed.
 func (m *Manager) Start(ctx context.Context, owner, session, tool string, ttl time.Duration, res *Reservation, cancel context.CancelCauseFunc) (*Run, error) {
-	t := Task{
-		ID: NewID(), Owner: owner, Tool: tool, Instance: m.cfg.Instance, Session: session,
-		TTL: ttl, Status: mcp.TaskStatusWorking,
-	}
+	return m.StartTask(ctx, Task{Owner: owner, Session: session, Tool: tool, TTL: ttl}, res, cancel)
+}
+
+// StartTask is [Manager.Start] for the task t describes: its owner,
+// session, tool, ttl and context; the id, instance and status are the
+// manager's to set.
+func (m *Manager) StartTask(ctx context.Context, t Task, res *Reservation, cancel context.CancelCauseFunc) (*Run, error) {
+	t.ID, t.Instance, t.Status = NewID(), m.cfg.Instance, mcp.TaskStatusWorking
 	m.mu.Lock()
 	closed := m.closed
 	m.mu.Unlock()
@@ -195,6 +199,16 @@ func (m *Manager) Get(ctx context.Context, owner, id string) (Task, error) {
 // List is the store's [Store.List].
 func (m *Manager) List(ctx context.Context, owner string) ([]Task, error) {
 	return m.store.List(ctx, owner)
+}
+
+// Update is the store's [Store.Update]; a change is told to
+// [ManagerConfig.Notify].
+func (m *Manager) Update(ctx context.Context, owner, id string, status mcp.TaskStatus, message string) (Task, error) {
+	t, changed, err := m.store.Update(ctx, owner, id, status, message)
+	if err == nil && changed {
+		m.notify(t)
+	}
+	return t, err
 }
 
 // Wait is the store's [Store.Wait].

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/mark3labs/mcp-go/mcp"
 	"slices"
 	"sync"
 )
@@ -123,6 +124,18 @@ func (m *Memory) End(_ context.Context, owner, id string, e Ending) (Task, bool,
 	}
 	close(t.terminal)
 	return t.Task, true, nil
+}
+
+// Update implements [Store].
+func (m *Memory) Update(_ context.Context, owner, id string, status mcp.TaskStatus, message string) (Task, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.byID[id]
+	if t == nil || t.Owner != owner {
+		return Task{}, false, ErrNotFound
+	}
+	changed := t.update(status, message, m.now.now())
+	return t.Task, changed, nil
 }
 
 // Wait implements [Store].

@@ -3,6 +3,8 @@ package tasks
 import (
 	"context"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // Store keeps tasks, bound to their owners. Every method is safe for
@@ -25,6 +27,11 @@ type Store interface {
 	// stored afterwards, and whether this call finished it (false when it
 	// had already finished).
 	End(ctx context.Context, owner, id string, e Ending) (Task, bool, error)
+	// Update sets the status and message of owner's task id while it
+	// has not finished (working, input_required): it returns the task
+	// as stored afterwards, and whether this call changed it (false for
+	// a finished task, which stays as it is).
+	Update(ctx context.Context, owner, id string, status mcp.TaskStatus, message string) (Task, bool, error)
 	// Wait returns owner's task id once it has finished, or the context's
 	// error.
 	Wait(ctx context.Context, owner, id string) (Task, error)

@@ -141,6 +141,30 @@ func TestStoreContract(t *testing.T) {
 					t.Errorf("get after end: got %+v, %v, want the first result", read, err)
 				}
 			})
+			t.Run("update", func(t *testing.T) {
+				s := k.open(t, 10, nil)
+				task := create(t, s, "o", time.Minute)
+				got, changed, err := s.Update(t.Context(), "o", task.ID, mcp.TaskStatusInputRequired, "awaiting operator approval (id a1)")
+				if err != nil || !changed || got.Status != mcp.TaskStatusInputRequired || got.Message != "awaiting operator approval (id a1)" {
+					t.Fatalf("update: got %v %q %v %v, want input_required with the message", got.Status, got.Message, changed, err)
+				}
+				if read, err := s.Get(t.Context(), "o", task.ID); err != nil || read.Status != mcp.TaskStatusInputRequired {
+					t.Errorf("get after update: got %v, %v, want input_required", read.Status, err)
+				}
+				if _, _, err := s.Update(t.Context(), "other", task.ID, mcp.TaskStatusWorking, ""); !errors.Is(err, ErrNotFound) {
+					t.Errorf("another owner's update: got %v, want ErrNotFound", err)
+				}
+				if _, changed, _ := s.Update(t.Context(), "o", task.ID, mcp.TaskStatusCompleted, ""); changed {
+					t.Error("update to a terminal status changed the task, want it left to End")
+				}
+				if _, _, err := s.End(t.Context(), "o", task.ID, done("x")); err != nil {
+					t.Fatal(err)
+				}
+				got, changed, err = s.Update(t.Context(), "o", task.ID, mcp.TaskStatusWorking, "late")
+				if err != nil || changed || got.Status != mcp.TaskStatusCompleted || got.Result == nil && k.name == "memory" {
+					t.Errorf("update after end: got %v %v %v, want completed unchanged", got.Status, changed, err)
+				}
+			})
 			t.Run("list and drop", func(t *testing.T) {
 				s := k.open(t, 10, nil)
 				a := create(t, s, "session:1", time.Minute)

@@ -59,6 +59,9 @@ type Task struct {
 	// Session is the session that created it, which hears
 	// notifications/tasks/status while it lives.
 	Session string `json:"session,omitempty"`
+	// Context is the Agent2Agent context id the task belongs to; empty
+	// for an MCP task.
+	Context string `json:"context,omitempty"`
 	// TTL is how long the task is kept after it finished.
 	TTL      time.Duration  `json:"ttl"`
 	Created  time.Time      `json:"created"`
@@ -108,6 +111,16 @@ func (t *Task) end(e Ending, now time.Time) bool {
 	}
 	t.Status, t.Message, t.Result = e.Status, TruncateMessage(e.Message), e.Result
 	t.Updated, t.Finished = now, now
+	return true
+}
+
+// update sets a task's status and message at now while it has not
+// finished, reporting false for a finished task or a terminal status.
+func (t *Task) update(status mcp.TaskStatus, message string, now time.Time) bool {
+	if t.Terminal() || status.IsTerminal() {
+		return false
+	}
+	t.Status, t.Message, t.Updated = status, TruncateMessage(message), now
 	return true
 }
 
