@@ -29,6 +29,11 @@ MCP_SDK             := $(NPM_DIR)/node_modules/@modelcontextprotocol/sdk
 # the DevTools protocol of bookworm's chromium.
 PLAYWRIGHT_VERSION  := 1.64.1
 PLAYWRIGHT          := $(NPM_DIR)/node_modules/playwright-core
+# The official Agent2Agent JavaScript SDK, whose client the Agent2Agent
+# tests drive (integration/a2ajs): its default client speaks protocol 1.0,
+# its compat/v0_3 client 0.3.
+A2A_JS_SDK_VERSION  := 1.3.0
+A2A_JS_SDK          := $(NPM_DIR)/node_modules/@a2a-js/sdk
 
 # FUZZTIME is per fuzz target: a duration for `make fuzz`, an execution
 # count for the short run inside `make test` (a count has no deadline to
@@ -88,7 +93,8 @@ build:
 # release's units) and rpm (rpm -qpl reads the release's .rpm) for make
 # dist-test, and chromium, with apt-get (each when missing and make runs as
 # root, as in CI; anyone else is told to install it) and
-# playwright-core to drive it (TestApprovalsWebBrowser), the nats CLI
+# playwright-core to drive it (TestApprovalsWebBrowser), the Agent2Agent
+# JavaScript SDK (the Agent2Agent tests), the nats CLI
 # (natscli v0.5.0), Node with the MCP conformance suite (TestMCPConformance), and
 # Claude Code (TestClaudeCodeWithToken), whose npm package ships its native
 # binary (about 400 MB) in a platform package an install script links in.
@@ -147,6 +153,13 @@ tools:
 			playwright-core@$(PLAYWRIGHT_VERSION) && \
 		grep -qs '"version": "$(PLAYWRIGHT_VERSION)"' $(PLAYWRIGHT)/package.json || { \
 			echo "make tools: $(PLAYWRIGHT) is not version $(PLAYWRIGHT_VERSION): check npm's output above"; exit 1; }; \
+	}
+	@grep -qs '"version": "$(A2A_JS_SDK_VERSION)"' $(A2A_JS_SDK)/package.json || { \
+		echo "== npm install @a2a-js/sdk@$(A2A_JS_SDK_VERSION) into $(NPM_DIR)"; \
+		npm install --prefix $(NPM_DIR) --save-exact --no-audit --no-fund --loglevel=error \
+			@a2a-js/sdk@$(A2A_JS_SDK_VERSION) && \
+		grep -qs '"version": "$(A2A_JS_SDK_VERSION)"' $(A2A_JS_SDK)/package.json || { \
+			echo "make tools: $(A2A_JS_SDK) is not version $(A2A_JS_SDK_VERSION): check npm's output above"; exit 1; }; \
 	}
 	@DISABLE_AUTOUPDATER=1 $(CLAUDE_CODE) --version 2>/dev/null | grep -q '^$(CLAUDE_CODE_VERSION) ' || { \
 		echo "== npm install @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) into $(NPM_DIR)"; \

@@ -20,6 +20,7 @@ require (
 )
 
 require (
+	github.com/a2aproject/a2a-go/v2 v2.4.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bmatcuk/doublestar/v4 v4.10.4 // indirect

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/agent2agent"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/approvalweb"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
@@ -243,6 +244,28 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		checks = append(checks, ops.Check{Name: "fleet_bucket", Ready: fl.fleet.Ready})
 	}
 
+	// Agent2Agent clients reach the same tools on the same listener.
+	var a2s *agent2agent.Service
+	var surfaces []func(*mcpserver.Server) mcpserver.Routes
+	if a := m.Agent2Agent; a != nil {
+		base := a.URL
+		if base == "" && resource != "" {
+			base = strings.TrimSuffix(strings.TrimSuffix(resource, "/"), "/mcp")
+		}
+		a2s = agent2agent.New(agent2agent.Config{
+			Identity:      cfg.Identity,
+			Version:       e.version,
+			Description:   a.Description,
+			BaseURL:       base,
+			Auth:          m.Auth,
+			BearerToken:   token != "",
+			TaskRetention: m.TaskRetention.Duration,
+			Logger:        log,
+		})
+		surfaces = append(surfaces, a2s.Routes)
+		log.Info("serving Agent2Agent", "agent", cfg.Identity, "card", agent2agent.CardPath, "endpoint", agent2agent.EndpointPath)
+	}
+
 	srv, err := mcpserver.New(mcpserver.Config{
 		Identity:           cfg.Identity,
 		Version:            e.version,
@@ -269,6 +292,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		AuditDigestOnly:    cfg.AuditDigestOnly(),
 		Authenticate:       authn,
 		Open:               open,
+		Surfaces:           surfaces,
 		Policy:             pol,
 		RemoteContext:      remoteContext,
 		Metrics:            metrics,
@@ -303,6 +327,9 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 			return err
 		}
 		metrics.RemoteHosts(r.hostStates)
+		if a2s != nil {
+			a2s.SetOrigin(r.importer.Origin)
+		}
 		if err := r.serve(ctx, cfg, srv.SetTools, log); err != nil {
 			srv.Close()
 			return err

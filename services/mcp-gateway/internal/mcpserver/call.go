@@ -85,6 +85,9 @@ func (s *Server) handle(ctx context.Context, name string, req mcp.CallToolReques
 			s.log.Error("tool panicked", "agent", s.cfg.Identity, "tool", name, "panic", p, "stack", string(debug.Stack()))
 		}
 		d := time.Since(start)
+		if inv := invocationFrom(ctx); inv != nil {
+			inv.outcome = rec.outcome
+		}
 		s.observe(rec, d)
 		endCall(ctx, span, rec)
 		s.trail.after(func() {

@@ -37,6 +37,20 @@ type Invocation struct {
 	// Header is the request's HTTP header, where a trace may be
 	// continued from; nil means none.
 	Header http.Header
+
+	// outcome is the call's logged outcome, once it returned.
+	outcome string
+}
+
+// Refused reports whether the call was refused before it ran: denied by
+// the human or operator, or refused by the gate or the policy. Valid once
+// [Server.Invoke] has returned.
+func (inv *Invocation) Refused() bool {
+	switch inv.outcome {
+	case outcomeDenied, outcomeRefused, outcomePolicy:
+		return true
+	}
+	return false
 }
 
 type invocationKey struct{}
@@ -59,12 +73,12 @@ func invocationFrom(ctx context.Context) *Invocation {
 // the key to set. No surface calling Invoke can answer an elicitation.
 // The call ends when ctx does, killing a command's process group or
 // cancelling a remote tool's stream.
-func (s *Server) Invoke(ctx context.Context, name string, args json.RawMessage, inv Invocation) *mcp.CallToolResult {
+func (s *Server) Invoke(ctx context.Context, name string, args json.RawMessage, inv *Invocation) *mcp.CallToolResult {
 	req := mcp.CallToolRequest{Header: inv.Header}
 	req.Method = string(mcp.MethodToolsCall)
 	req.Params.Name = name
 	req.Params.RawArguments = args
-	ctx = context.WithValue(ctx, invocationKey{}, &inv)
+	ctx = context.WithValue(ctx, invocationKey{}, inv)
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	return s.handle(ctx, name, req)

@@ -141,11 +141,19 @@ func (m *Manager) StartTask(ctx context.Context, t Task, res *Reservation, cance
 // cancelled, nil if it was not. A task already finished (cancelled, or
 // failed by another gateway) stays as it was. Calling it again does
 // nothing.
-func (r *Run) Finish(res *mcp.CallToolResult, cause error) {
+func (r *Run) Finish(res *mcp.CallToolResult, cause error) { r.finish(res, cause, false) }
+
+// Refuse records the end of r's call that was refused before it ran
+// (res says why): a failed task marked [Task.Rejected].
+func (r *Run) Refuse(res *mcp.CallToolResult) { r.finish(res, nil, true) }
+
+func (r *Run) finish(res *mcp.CallToolResult, cause error, refused bool) {
 	r.once.Do(func() {
 		m := r.m
 		var e Ending
 		switch {
+		case refused:
+			e = Ending{Status: mcp.TaskStatusFailed, Message: ResultText(res), Result: res, Rejected: true}
 		case cause != nil:
 			e = Ending{Status: mcp.TaskStatusCancelled, Message: cause.Error()}
 		case res.IsError:

@@ -69,6 +69,10 @@ type Task struct {
 	Finished time.Time      `json:"finished,omitzero"`
 	Status   mcp.TaskStatus `json:"status"`
 	Message  string         `json:"message,omitempty"`
+	// Rejected marks a failed task whose call was refused before it
+	// ran (denied, or refused by the gate or the policy): Agent2Agent's
+	// rejected state.
+	Rejected bool `json:"rejected,omitempty"`
 	// Result is the call's result once it finished with one; nil for a
 	// cancelled task or one still working.
 	Result *mcp.CallToolResult `json:"-"`
@@ -98,9 +102,10 @@ func (t Task) View() mcp.Task {
 
 // Ending is how a task finishes.
 type Ending struct {
-	Status  mcp.TaskStatus
-	Message string
-	Result  *mcp.CallToolResult
+	Status   mcp.TaskStatus
+	Message  string
+	Result   *mcp.CallToolResult
+	Rejected bool
 }
 
 // end applies e to t at now, once: a task already finished stays as it
@@ -109,7 +114,7 @@ func (t *Task) end(e Ending, now time.Time) bool {
 	if t.Terminal() {
 		return false
 	}
-	t.Status, t.Message, t.Result = e.Status, TruncateMessage(e.Message), e.Result
+	t.Status, t.Message, t.Result, t.Rejected = e.Status, TruncateMessage(e.Message), e.Result, e.Rejected
 	t.Updated, t.Finished = now, now
 	return true
 }
