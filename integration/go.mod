@@ -3,6 +3,7 @@ module github.com/fiskfleet/fiskfleet/integration
 go 1.26.0
 
 require (
+	github.com/a2aproject/a2a-go/v2 v2.4.0
 	github.com/choria-io/fisk v0.9.1
 	github.com/fiskfleet/fiskfleet/shared v0.0.0
 	github.com/goccy/go-yaml v1.19.2
@@ -58,6 +59,7 @@ require (
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/oauth2 v0.38.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

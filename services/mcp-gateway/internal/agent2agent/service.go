@@ -98,7 +98,7 @@ func (s *Service) Routes(srv *mcpserver.Server) mcpserver.Routes {
 	s.srv = srv
 	return mcpserver.Routes{
 		Open: map[string]http.Handler{
-			"GET " + CardPath:                                 http.HandlerFunc(s.serveCard),
+			"GET " + CardPath: http.HandlerFunc(s.serveCard),
 			"GET " + EndpointPath + "/{identity}" + CardPath: http.HandlerFunc(s.serveCard),
 		},
 		Authenticated: map[string]http.Handler{
