@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/MicahParks/jwkset v0.11.4
 	github.com/MicahParks/keyfunc/v3 v3.9.2
+	github.com/a2aproject/a2a-go v0.3.15
+	github.com/a2aproject/a2a-go/v2 v2.4.0
 	github.com/alecthomas/kong v1.17.0
 	github.com/fiskfleet/fiskfleet/shared v0.0.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
@@ -20,7 +22,6 @@ require (
 )
 
 require (
-	github.com/a2aproject/a2a-go/v2 v2.4.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bmatcuk/doublestar/v4 v4.10.4 // indirect

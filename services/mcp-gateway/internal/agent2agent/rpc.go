@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 )
@@ -49,6 +48,9 @@ type rpcRequest struct {
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
 	Params  json.RawMessage `json:"params"`
+	// dialect is the protocol version the method is of; Method is
+	// then its 1.0 name.
+	dialect dialect
 }
 
 type rpcError struct {
@@ -86,6 +88,7 @@ func (s *Service) serveRPC(w http.ResponseWriter, r *http.Request) {
 		writeRPC(w, rpcResponse{ID: req.ID, Error: errorf(codeInvalidRequest, `a request needs "jsonrpc": "2.0", a method, and an id that is a string or a number`)})
 		return
 	}
+	req.dialect, req.Method = dialectOf(req.Method)
 	ctx, sc := r.Context(), scopeOf(r)
 	switch req.Method {
 	case methodSend:
@@ -95,34 +98,34 @@ func (s *Service) serveRPC(w http.ResponseWriter, r *http.Request) {
 	case methodSubscribe:
 		s.subscribe(w, r, &req)
 	case methodGetTask:
-		var p a2a.GetTaskRequest
+		var p taskParams
 		if e := decodeParams(req.Params, &p); e != nil {
 			writeRPC(w, rpcResponse{ID: req.ID, Error: e})
 			return
 		}
-		t, err := s.srv.Tasks().Get(ctx, owner(ctx), string(p.ID))
+		t, err := s.srv.Tasks().Get(ctx, owner(ctx), p.ID)
 		if err != nil {
-			writeRPC(w, rpcResponse{ID: req.ID, Error: taskError(string(p.ID), err)})
+			writeRPC(w, rpcResponse{ID: req.ID, Error: taskError(p.ID, err)})
 			return
 		}
-		writeRPC(w, rpcResponse{ID: req.ID, Result: view(t)})
+		writeRPC(w, rpcResponse{ID: req.ID, Result: req.task(view(t))})
 	case methodCancelTask:
-		var p a2a.CancelTaskRequest
+		var p taskParams
 		if e := decodeParams(req.Params, &p); e != nil {
 			writeRPC(w, rpcResponse{ID: req.ID, Error: e})
 			return
 		}
-		t, err := s.srv.Tasks().Cancel(ctx, owner(ctx), string(p.ID))
+		t, err := s.srv.Tasks().Cancel(ctx, owner(ctx), p.ID)
 		switch {
 		case errors.Is(err, tasks.ErrFinished):
-			writeRPC(w, rpcResponse{ID: req.ID, Error: errorf(codeTaskNotCancelable, "task %s is already %s: only a task still running can be cancelled", p.ID, state(t).String())})
+			writeRPC(w, rpcResponse{ID: req.ID, Error: errorf(codeTaskNotCancelable, "task %s is already %s: only a task still running can be cancelled", clip(p.ID), state(t).String())})
 			return
 		case err != nil:
-			writeRPC(w, rpcResponse{ID: req.ID, Error: taskError(string(p.ID), err)})
+			writeRPC(w, rpcResponse{ID: req.ID, Error: taskError(p.ID, err)})
 			return
 		}
 		s.log.Info("Agent2Agent task cancelled", "agent", s.cfg.Identity, "tool", t.Tool, "task", t.ID)
-		writeRPC(w, rpcResponse{ID: req.ID, Result: view(t)})
+		writeRPC(w, rpcResponse{ID: req.ID, Result: req.task(view(t))})
 	case methodExtended:
 		if !s.authenticated() {
 			writeRPC(w, rpcResponse{ID: req.ID, Error: &rpcError{Code: -32007, Message: "this gateway has no extended card: its public card lists every tool"}})
@@ -132,9 +135,10 @@ func (s *Service) serveRPC(w http.ResponseWriter, r *http.Request) {
 	case methodListTasks:
 		writeRPC(w, rpcResponse{ID: req.ID, Error: errorf(codeUnsupported, "%s is not served: read a task by its id with %s", req.Method, methodGetTask)})
 	case methodPushGet, methodPushSet, methodPushList, methodPushDelete:
-		writeRPC(w, rpcResponse{ID: req.ID, Error: errorf(codePushNotSupported, "push notifications are not served: stream with %s or %s, or poll %s", methodStream, methodSubscribe, methodGetTask)})
+		writeRPC(w, rpcResponse{ID: req.ID, Error: errorf(codePushNotSupported, "push notifications are not served: stream with %s or %s, or poll %s",
+			req.name(methodStream), req.name(methodSubscribe), req.name(methodGetTask))})
 	default:
-		writeRPC(w, rpcResponse{ID: req.ID, Error: errorf(codeMethodNotFound, "method %q is not served: use %s, %s, %s, %s, %s or %s (Agent2Agent 1.0)", clip(req.Method),
+		writeRPC(w, rpcResponse{ID: req.ID, Error: errorf(codeMethodNotFound, "method %q is not served: use %s, %s, %s, %s, %s or %s (Agent2Agent 1.0), or their 0.3 names (message/send, message/stream, tasks/get, ...)", clip(req.Method),
 			methodSend, methodStream, methodGetTask, methodCancelTask, methodSubscribe, methodExtended)})
 	}
 }

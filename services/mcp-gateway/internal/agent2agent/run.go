@@ -95,18 +95,16 @@ func howTo(m *a2a.Message, problem string) *a2a.Message {
 }
 
 // begin turns a send's params into a started run, or into the in-band
-// answer or error that ends the request.
-func (s *Service) begin(r *http.Request, sc scope, raw json.RawMessage) (*run, *a2a.Message, *rpcError) {
-	var p a2a.SendMessageRequest
-	if e := decodeParams(raw, &p); e != nil {
-		return nil, nil, e
+// answer or error that ends the request; immediate reports whether the
+// client wants the task at once.
+func (s *Service) begin(r *http.Request, sc scope, req *rpcRequest) (ru *run, immediate bool, reply *a2a.Message, e *rpcError) {
+	p, e := req.decodeSend()
+	if e != nil {
+		return nil, false, nil, e
 	}
-	if p.Message == nil {
-		return nil, nil, errorf(codeInvalidParams, "params.message is missing")
-	}
-	m := p.Message
+	m := p.message
 	if m.TaskID != "" {
-		return nil, nil, errorf(codeUnsupported, "messages to an existing task are not taken: each message is one tool call (a gated call waits for an operator, not for more input)")
+		return nil, false, nil, errorf(codeUnsupported, "messages to an existing task are not taken: each message is one tool call (a gated call waits for an operator, not for more input)")
 	}
 	c, problem := parseCall(m)
 	ctx := r.Context()
@@ -116,13 +114,13 @@ func (s *Service) begin(r *http.Request, sc scope, raw json.RawMessage) (*run, *
 		}
 	}
 	if problem != "" {
-		return nil, howTo(m, problem), nil
+		return nil, false, howTo(m, problem), nil
 	}
 	ru, err := s.start(r, c, m.ContextID)
 	if err != nil {
-		return nil, nil, errorf(codeInternalError, "%s was not run: %v", c.tool, err)
+		return nil, false, nil, errorf(codeInternalError, "%s was not run: %v", c.tool, err)
 	}
-	return ru, nil, nil
+	return ru, p.immediate, nil, nil
 }
 
 // start creates the task of c and runs its call, detached from the
@@ -297,23 +295,19 @@ func (s *Service) local(id string) *run {
 }
 
 // send answers SendMessage: the task once it finished or waits for an
-// operator, or at once with returnImmediately.
+// operator, or at once when the client asks so.
 func (s *Service) send(w http.ResponseWriter, r *http.Request, sc scope, req *rpcRequest) {
-	ru, reply, e := s.begin(r, sc, req.Params)
+	ru, immediate, reply, e := s.begin(r, sc, req)
 	switch {
 	case e != nil:
 		writeRPC(w, rpcResponse{ID: req.ID, Error: e})
 		return
 	case reply != nil:
-		writeRPC(w, rpcResponse{ID: req.ID, Result: a2a.StreamResponse{Event: reply}})
+		writeRPC(w, rpcResponse{ID: req.ID, Result: req.event(reply)})
 		return
 	}
-	var p struct {
-		Config *a2a.SendMessageConfig `json:"configuration"`
-	}
-	_ = json.Unmarshal(req.Params, &p)
 	ctx := r.Context()
-	if p.Config == nil || !p.Config.ReturnImmediately {
+	if !immediate {
 		ru.settled(ctx)
 		if ctxDone(ctx) {
 			return
@@ -324,14 +318,14 @@ func (s *Service) send(w http.ResponseWriter, r *http.Request, sc scope, req *rp
 		writeRPC(w, rpcResponse{ID: req.ID, Error: taskError(string(ru.info.TaskID), err)})
 		return
 	}
-	writeRPC(w, rpcResponse{ID: req.ID, Result: a2a.StreamResponse{Event: view(t)}})
+	writeRPC(w, rpcResponse{ID: req.ID, Result: req.event(view(t))})
 }
 
 // stream answers SendStreamingMessage: the task, then its updates as the
 // command runs, until it ends. A client that drops the stream before then
 // cancels the call.
 func (s *Service) stream(w http.ResponseWriter, r *http.Request, sc scope, req *rpcRequest) {
-	ru, reply, e := s.begin(r, sc, req.Params)
+	ru, _, reply, e := s.begin(r, sc, req)
 	if e != nil || reply != nil {
 		sw, ok := newSSE(w)
 		if !ok {
@@ -341,7 +335,7 @@ func (s *Service) stream(w http.ResponseWriter, r *http.Request, sc scope, req *
 		if e != nil {
 			sw.send(rpcResponse{ID: req.ID, Error: e})
 		} else {
-			sw.send(rpcResponse{ID: req.ID, Result: a2a.StreamResponse{Event: reply}})
+			sw.send(rpcResponse{ID: req.ID, Result: req.event(reply)})
 		}
 		return
 	}
@@ -364,7 +358,7 @@ func (s *Service) follow(w http.ResponseWriter, r *http.Request, req *rpcRequest
 		return true
 	}
 	ctx := r.Context()
-	if !sw.send(rpcResponse{ID: req.ID, Result: a2a.StreamResponse{Event: first}}) {
+	if !sw.send(rpcResponse{ID: req.ID, Result: req.event(first)}) {
 		return false
 	}
 	seen := 0
@@ -374,7 +368,7 @@ func (s *Service) follow(w http.ResponseWriter, r *http.Request, req *rpcRequest
 		evs, done, changed := ru.next(seen)
 		seen += len(evs)
 		for _, ev := range evs {
-			if !sw.send(rpcResponse{ID: req.ID, Result: a2a.StreamResponse{Event: ev}}) {
+			if !sw.send(rpcResponse{ID: req.ID, Result: req.event(ev)}) {
 				return false
 			}
 		}
@@ -398,15 +392,15 @@ func (s *Service) follow(w http.ResponseWriter, r *http.Request, req *rpcRequest
 // call; another gateway of a fleet sends the task's end once the store
 // has it.
 func (s *Service) subscribe(w http.ResponseWriter, r *http.Request, req *rpcRequest) {
-	var p a2a.SubscribeToTaskRequest
+	var p taskParams
 	if e := decodeParams(req.Params, &p); e != nil {
 		writeRPC(w, rpcResponse{ID: req.ID, Error: e})
 		return
 	}
 	ctx := r.Context()
-	t, err := s.srv.Tasks().Get(ctx, owner(ctx), string(p.ID))
+	t, err := s.srv.Tasks().Get(ctx, owner(ctx), p.ID)
 	if err != nil {
-		writeRPC(w, rpcResponse{ID: req.ID, Error: taskError(string(p.ID), err)})
+		writeRPC(w, rpcResponse{ID: req.ID, Error: taskError(p.ID, err)})
 		return
 	}
 	if ru := s.local(t.ID); ru != nil && !t.Terminal() {
@@ -418,7 +412,7 @@ func (s *Service) subscribe(w http.ResponseWriter, r *http.Request, req *rpcRequ
 		writeRPC(w, rpcResponse{ID: req.ID, Error: errorf(codeInternalError, "this connection cannot stream")})
 		return
 	}
-	if !sw.send(rpcResponse{ID: req.ID, Result: a2a.StreamResponse{Event: view(t)}}) || t.Terminal() {
+	if !sw.send(rpcResponse{ID: req.ID, Result: req.event(view(t))}) || t.Terminal() {
 		return
 	}
 	end, err := s.srv.Tasks().Wait(ctx, owner(ctx), t.ID)
@@ -430,9 +424,9 @@ func (s *Service) subscribe(w http.ResponseWriter, r *http.Request, req *rpcRequ
 	}
 	info := a2a.TaskInfo{TaskID: a2a.TaskID(end.ID), ContextID: end.Context}
 	if a := artifact(end.Result); a != nil && end.Status == mcp.TaskStatusCompleted {
-		sw.send(rpcResponse{ID: req.ID, Result: a2a.StreamResponse{Event: &a2a.TaskArtifactUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID, Artifact: a, LastChunk: true}}})
+		sw.send(rpcResponse{ID: req.ID, Result: req.event(&a2a.TaskArtifactUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID, Artifact: a, LastChunk: true})})
 	}
-	sw.send(rpcResponse{ID: req.ID, Result: a2a.StreamResponse{Event: &a2a.TaskStatusUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID, Status: taskStatus(end)}}})
+	sw.send(rpcResponse{ID: req.ID, Result: req.event(&a2a.TaskStatusUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID, Status: taskStatus(end)})})
 }
 
 // state is a stored task's Agent2Agent state.

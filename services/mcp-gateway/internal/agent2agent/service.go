@@ -179,19 +179,24 @@ func owner(ctx context.Context) string {
 	return "agent2agent:" + tasks.CallerOwner(subject)
 }
 
-// card is the agent card of sc, listing tools.
-func (s *Service) card(r *http.Request, sc scope, tools []mcpserver.ServedTool) *a2a.AgentCard {
+// card is the agent card of sc, listing tools, readable by clients of
+// either protocol version the endpoint speaks.
+func (s *Service) card(r *http.Request, sc scope, tools []mcpserver.ServedTool) unionCard {
 	name, desc := s.cfg.Identity, cmp.Or(s.cfg.Description, fmt.Sprintf("fiskfleet gateway %s: the commands of its fisk applications as skills.", s.cfg.Identity))
 	if sc.identity != "" {
 		name = sc.identity
 		desc = fmt.Sprintf("The agent %s of the fiskfleet bus, through gateway %s.", sc.identity, s.cfg.Identity)
 	}
 	desc += " Each skill is a tool: call it with a message holding one DataPart " + callShape + "."
+	url := s.endpoint(r, sc)
 	c := &a2a.AgentCard{
 		Name:                name,
 		Description:         desc,
 		Version:             cmp.Or(s.cfg.Version, "0.0.0"),
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(s.endpoint(r, sc), a2a.TransportProtocolJSONRPC)},
+		SupportedInterfaces: []*a2a.AgentInterface{
+			a2a.NewAgentInterface(url, a2a.TransportProtocolJSONRPC),
+			{URL: url, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: v03Interface},
+		},
 		Capabilities:        a2a.AgentCapabilities{Streaming: true, ExtendedAgentCard: s.authenticated()},
 		DefaultInputModes:   []string{"application/json"},
 		DefaultOutputModes:  []string{"application/json", "text/plain"},
@@ -214,7 +219,7 @@ func (s *Service) card(r *http.Request, sc scope, tools []mcpserver.ServedTool) 
 	for _, t := range tools {
 		c.Skills = append(c.Skills, skill(t))
 	}
-	return c
+	return unionCard{card: c, url: url}
 }
 
 // callShape is how a message calls a tool.
