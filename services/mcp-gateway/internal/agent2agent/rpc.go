@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 
-
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 )
 

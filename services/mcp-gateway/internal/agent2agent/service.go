@@ -190,18 +190,18 @@ func (s *Service) card(r *http.Request, sc scope, tools []mcpserver.ServedTool) 
 	desc += " Each skill is a tool: call it with a message holding one DataPart " + callShape + "."
 	url := s.endpoint(r, sc)
 	c := &a2a.AgentCard{
-		Name:                name,
-		Description:         desc,
-		Version:             cmp.Or(s.cfg.Version, "0.0.0"),
+		Name:        name,
+		Description: desc,
+		Version:     cmp.Or(s.cfg.Version, "0.0.0"),
 		SupportedInterfaces: []*a2a.AgentInterface{
 			a2a.NewAgentInterface(url, a2a.TransportProtocolJSONRPC),
 			{URL: url, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: v03Interface},
 		},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true, ExtendedAgentCard: s.authenticated()},
-		DefaultInputModes:   []string{"application/json"},
-		DefaultOutputModes:  []string{"application/json", "text/plain"},
-		Provider:            &a2a.AgentProvider{Org: "fiskfleet", URL: "https://github.com/fiskfleet/fiskfleet"},
-		Skills:              make([]a2a.AgentSkill, 0, len(tools)),
+		Capabilities:       a2a.AgentCapabilities{Streaming: true, ExtendedAgentCard: s.authenticated()},
+		DefaultInputModes:  []string{"application/json"},
+		DefaultOutputModes: []string{"application/json", "text/plain"},
+		Provider:           &a2a.AgentProvider{Org: "fiskfleet", URL: "https://github.com/fiskfleet/fiskfleet"},
+		Skills:             make([]a2a.AgentSkill, 0, len(tools)),
 	}
 	switch {
 	case s.cfg.Auth != nil:

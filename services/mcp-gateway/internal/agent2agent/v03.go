@@ -3,8 +3,8 @@ package agent2agent
 import (
 	"encoding/json"
 
-	"github.com/a2aproject/a2a-go/v2/a2a"
 	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 )
 
 // dialect is the protocol version a request speaks. One endpoint serves
