@@ -2,8 +2,10 @@ package integration_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go/micro"
 
@@ -209,6 +212,13 @@ func (f *devFleet) fleetProcesses(tb testing.TB) (agents []int, gateway int) {
 	return agents, others[0]
 }
 
+// readmeAgent2AgentCall is the body of the README's curl example of an
+// Agent2Agent call.
+const readmeAgent2AgentCall = `{
+  "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+  "params": {"message": {"messageId": "m-1", "role": "ROLE_USER",
+    "parts": [{"data": {"tool": "echo", "arguments": {"message": "hello"}}}]}}}`
+
 // TestDevFleet runs the launcher as `make run` does (built with go build
 // from the workspace root, then the binary run; here with the integration
 // directory as its working directory, from which it finds go.work), and
@@ -241,6 +251,26 @@ func TestDevFleet(t *testing.T) {
 			if cr.ExitCode != 0 || cr.Output != "hello fleet\n" {
 				t.Errorf("%s: got exit %d output %q, want 0 and %q", name, cr.ExitCode, cr.Output, "hello fleet\n")
 			}
+		}
+
+		// The README's Agent2Agent example, as it is written there.
+		card := getBody(t, "http://"+devFleetGatewayAddr+"/.well-known/agent-card.json")
+		if !strings.Contains(string(card), `"url":"http://`+devFleetGatewayAddr+`/a2a"`) {
+			t.Errorf("the Agent2Agent card: got %s, want its endpoint at /a2a", card)
+		}
+		resp, err := http.Post("http://"+devFleetGatewayAddr+"/a2a", "application/json", strings.NewReader(readmeAgent2AgentCall))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sent struct {
+			Result a2a.StreamResponse `json:"result"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&sent)
+		resp.Body.Close()
+		if task, ok := sent.Result.Event.(*a2a.Task); err != nil || !ok || task.Status.State != a2a.TaskStateCompleted {
+			t.Errorf("the README's SendMessage: got %+v, %v, want a completed task", sent.Result, err)
+		} else if _, text := resultEnvelope(t, task); text != "hello\n" {
+			t.Errorf("the README's SendMessage: got output %q, want hello", text)
 		}
 
 		agents, gateway := f.fleetProcesses(t)
