@@ -278,7 +278,7 @@ func (o *oidcClient) identify(ctx context.Context, tr tokenResponse, l *login) (
 	if azp, ok := claims["azp"].(string); ok && azp != o.cfg.ClientID {
 		return nil, fmt.Errorf("verifying the ID token: it was issued to client %q (azp)", azp)
 	}
-	if _, has := claims[o.cfg.Policy.Claim()]; !has && tr.AccessToken != "" {
+	if auth.ClaimAt(claims, o.cfg.Policy.Claim()) == nil && tr.AccessToken != "" {
 		if at, err := o.verifier.Verify(ctx, tr.AccessToken); err == nil && at.Subject == c.Subject {
 			c.Groups = at.Groups
 		}

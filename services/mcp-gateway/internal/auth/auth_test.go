@@ -783,3 +783,43 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestNestedRolesClaim: the policy claim may name roles nested as
+// Keycloak nests them (realm_access.roles, resource_access.CLIENT.roles),
+// in tokens the provider issues through its real flows; a top-level claim
+// whose name holds dots (a namespaced claim) is still read whole.
+func TestNestedRolesClaim(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Config{Users: []oidctest.User{{
+		Subject: "kc-user",
+		Claims: map[string]any{
+			"realm_access":              map[string]any{"roles": []any{"offline_access", "ops"}},
+			"resource_access":           map[string]any{"fiskfleet": map[string]any{"roles": "deployer"}, "account": map[string]any{"roles": []any{"view-profile"}}},
+			"https://example.com/roles": []any{"auditor"},
+		},
+	}}})
+	tests := []struct {
+		claim string
+		want  []string
+	}{
+		{"realm_access.roles", []string{"offline_access", "ops"}},
+		{"resource_access.fiskfleet.roles", []string{"deployer"}},
+		{"https://example.com/roles", []string{"auditor"}},
+		{"realm_access", nil},
+		{"realm_access.roles.first", nil},
+		{"resource_access.nobody.roles", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.claim, func(t *testing.T) {
+			g := startGateway(t, p, func(c *auth.Config) { c.Claim = tt.claim }, nil)
+			g.waitReady(t)
+			token := p.AuthorizationCode(t, oidctest.CodeFlow{Resource: g.resource, Scopes: []string{"openid", scope}, LoginHint: "kc-user"})
+			c, err := g.v.Verify(t.Context(), token)
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if c.Subject != "kc-user" || !slices.Equal(c.Groups, tt.want) {
+				t.Errorf("claim %s: got caller %s with groups %q, want %q", tt.claim, c.Subject, c.Groups, tt.want)
+			}
+		})
+	}
+}

@@ -491,11 +491,31 @@ func missingScopes(have, required []string) []string {
 	return missing
 }
 
+// ClaimAt returns the claim name names: a top-level claim of that exact
+// name (namespaced claims such as "https://example.com/roles" hold dots),
+// else the value at its dotted path through nested objects, as providers
+// nest roles (Keycloak's realm_access.roles and
+// resource_access.CLIENT.roles). Nil when there is neither.
+func ClaimAt(claims jwt.MapClaims, name string) any {
+	if v, ok := claims[name]; ok {
+		return v
+	}
+	var cur any = map[string]any(claims)
+	for seg := range strings.SplitSeq(name, ".") {
+		obj, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = obj[seg]
+	}
+	return cur
+}
+
 // groups reads the policy claim: a string or a list of strings. Anything
 // else is ignored (logged at debug), as are non-string list elements: the
 // policy only ever narrows, so an unreadable claim gives no role.
 func (v *Verifier) groups(ctx context.Context, claims jwt.MapClaims) []string {
-	switch val := claims[v.cfg.Claim].(type) {
+	switch val := ClaimAt(claims, v.cfg.Claim).(type) {
 	case nil:
 		return nil
 	case string:
