@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 )
 
@@ -93,7 +95,7 @@ func checkOrigin(next http.Handler, allowed []string) http.Handler {
 			h.Set("Access-Control-Expose-Headers", corsExposed)
 			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 				h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
-				h.Set("Access-Control-Allow-Headers", corsAllowed)
+				h.Set("Access-Control-Allow-Headers", allowHeaders(r.Header.Values("Access-Control-Request-Headers")))
 				h.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return
@@ -110,11 +112,45 @@ func checkOrigin(next http.Handler, allowed []string) http.Handler {
 }
 
 // The headers a browser page of an allowed origin may send and read: what
-// the streamable HTTP transport and the authorization flow use.
+// the streamable HTTP transport (both eras: 2026-07-28 sends Mcp-Method
+// and Mcp-Name on every POST, and an Mcp-Param-NAME per header-bound
+// argument), the authorization flow and Agent2Agent clients use.
 const (
-	corsAllowed = "Authorization, Content-Type, Accept, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version"
+	corsAllowed = "Authorization, Content-Type, Accept, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version, " +
+		mcp.HeaderMethod + ", " + mcp.HeaderName + ", A2A-Version, A2A-Extensions"
 	corsExposed = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate"
 )
+
+// allowHeaders is the preflight's Access-Control-Allow-Headers: the fixed
+// list, and each Mcp-Param-NAME header the page asked for, since their
+// names are the tools' own and a list cannot hold them in advance (a "*"
+// would not cover Authorization). A requested name that is not a header
+// token is left out; the browser then refuses the request, as it should.
+func allowHeaders(requested []string) string {
+	var b strings.Builder
+	b.WriteString(corsAllowed)
+	for _, line := range requested {
+		for name := range strings.SplitSeq(line, ",") {
+			name = strings.TrimSpace(name)
+			if len(name) > len(mcp.HeaderParamPrefix) && strings.EqualFold(name[:len(mcp.HeaderParamPrefix)], mcp.HeaderParamPrefix) && headerToken(name) {
+				b.WriteString(", ")
+				b.WriteString(name)
+			}
+		}
+	}
+	return b.String()
+}
+
+// headerToken reports whether name is a field name of the characters
+// header names use in practice.
+func headerToken(name string) bool {
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return len(name) <= 128
+}
 
 // ownOrigin reports whether origin is the gateway's own address: a
 // loopback host with the port of the loopback connection r came in on.

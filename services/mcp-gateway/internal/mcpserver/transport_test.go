@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -323,6 +324,23 @@ func TestCORS(t *testing.T) {
 		!strings.Contains(pre.Header.Get("Access-Control-Allow-Headers"), "Authorization") ||
 		!strings.Contains(pre.Header.Get("Access-Control-Allow-Methods"), "POST") {
 		t.Errorf("preflight: got %d with %v, want 204 allowing the origin, POST and Authorization", pre.StatusCode, pre.Header)
+	}
+
+	// 2026-07-28 sends Mcp-Method and Mcp-Name on every POST, and an
+	// Mcp-Param-NAME per header-bound argument, whose names no fixed list
+	// can hold: each one asked for is allowed, a malformed one is not.
+	modern := send(http.MethodOptions, "https://console.example.com", map[string]string{
+		"Access-Control-Request-Method":  "POST",
+		"Access-Control-Request-Headers": "content-type,mcp-method,mcp-name,mcp-param-region,mcp-protocol-version,mcp-param-bad name",
+	})
+	allowed := strings.Split(strings.ToLower(modern.Header.Get("Access-Control-Allow-Headers")), ", ")
+	for _, want := range []string{"content-type", "mcp-method", "mcp-name", "mcp-param-region", "mcp-protocol-version", "authorization"} {
+		if !slices.Contains(allowed, want) {
+			t.Errorf("2026-07-28 preflight: got Access-Control-Allow-Headers %q, want %s among them", modern.Header.Get("Access-Control-Allow-Headers"), want)
+		}
+	}
+	if slices.Contains(allowed, "mcp-param-bad name") {
+		t.Errorf("2026-07-28 preflight: got %q, want the malformed header name left out", allowed)
 	}
 
 	// Without the token: the 401 is readable, and so is its challenge.
