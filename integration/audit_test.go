@@ -126,9 +126,7 @@ func TestAuditTrail(t *testing.T) {
 		t.Errorf("demo_echo over MCP: got %q, want REMOTE", cr.Output)
 	}
 	marker := filepath.Join(t.TempDir(), "restarted")
-	if res := callMCP(t, c, "restart", map[string]any{"marker": marker}); !res.IsError {
-		t.Errorf("restart over MCP: got %q, want the policy to refuse it in-band", mcpText(res))
-	}
+	requireHiddenAsUnknown(t, c, "restart", map[string]any{"marker": marker})
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("restart over MCP: got its marker written, want the refused command never run")
 	}

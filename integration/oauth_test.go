@@ -300,12 +300,9 @@ func TestOAuthGateway(t *testing.T) {
 				}
 			})
 
-			t.Run("a call outside the grant is refused in-band", func(t *testing.T) {
+			t.Run("a call outside the grant is answered as an unknown tool", func(t *testing.T) {
 				marker := filepath.Join(t.TempDir(), "restarted")
-				res := callMCP(t, ca, "restart", map[string]any{"marker": marker})
-				if !res.IsError || !strings.Contains(mcpText(res), policyKey) {
-					t.Errorf("alice's restart: got isError %t %q, want isError naming %s", res.IsError, mcpText(res), policyKey)
-				}
+				requireHiddenAsUnknown(t, ca, "restart", map[string]any{"marker": marker})
 				if _, err := os.Stat(marker); err == nil {
 					t.Errorf("alice's restart: got marker %s written, want the command not run", marker)
 				}

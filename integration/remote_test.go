@@ -189,6 +189,28 @@ func callMCP(tb testing.TB, c *client.Client, name string, args map[string]any) 
 	return res
 }
 
+// requireHiddenAsUnknown calls name, a tool the caller's policy hides,
+// and fails tb unless the answer is the one a name no one serves gets,
+// byte for byte apart from the name: a caller must not be able to probe
+// which hidden tools exist.
+func requireHiddenAsUnknown(tb testing.TB, c *client.Client, name string, args map[string]any) {
+	tb.Helper()
+	call := func(n string) error {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = n
+		req.Params.Arguments = args
+		res, err := c.CallTool(tb.Context(), req)
+		if err == nil {
+			tb.Fatalf("tools/call %s: got a result %q, want the protocol error of an unknown tool", n, mcpText(res))
+		}
+		return err
+	}
+	hidden, unknown := call(name), call("no_such_tool_at_all")
+	if strings.ReplaceAll(hidden.Error(), name, "NAME") != strings.ReplaceAll(unknown.Error(), "no_such_tool_at_all", "NAME") || !strings.Contains(hidden.Error(), "not found") {
+		tb.Errorf("tools/call of the hidden %s: got %q, want what an unknown name gets, %q", name, hidden, unknown)
+	}
+}
+
 // mcpText joins a result's text content.
 func mcpText(res *mcp.CallToolResult) string {
 	var parts []string

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -73,26 +74,44 @@ func (s *Server) takeShare(ctx context.Context, name string, rec *record) (func(
 	return release, nil
 }
 
-// hooks are the server's mcp-go hooks: tasks (task.go), the policy's
-// narrowing of tools/list and the record of sessions (callsession.go).
+// hooks are the server's mcp-go hooks: tasks (task.go), the audit of
+// calls of hidden tools and the record of sessions (callsession.go).
 func (s *Server) hooks() *server.Hooks {
 	h := &server.Hooks{}
-	// The policy runs first, so the task hook marks only what is shown.
-	h.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
-		if res != nil {
-			res.Tools = s.visibleTools(ctx, res.Tools)
-		}
-	})
+	h.AddOnError(s.auditHidden)
 	taskHooks(h)
 	s.sessionHooks(h)
 	return h
 }
 
-// visibleTools narrows a tools/list answer to what the caller's grant
-// allows. It is a hook on the answer, not an mcp-go tool filter: such a
-// filter also runs on tools/call and answers a hidden tool with the
-// protocol's "not found" error, where a caller should be told in-band
-// that the policy refuses it ([Server.admit]).
+// auditHidden records a tools/call of a tool the caller's policy hides.
+// mcp-go answered it exactly as it answers a name no one serves
+// ([Server.visibleTools] is its tool filter), so that a caller cannot
+// probe which hidden tools exist; the operator still learns who asked for
+// what: the call goes down the call path, whose first step ([Server.admit])
+// refuses it with an audit record, a log line and a metric, and its
+// in-band answer is dropped.
+func (s *Server) auditHidden(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
+	req, ok := message.(*mcp.CallToolRequest)
+	if method != mcp.MethodToolsCall || !ok || !errors.Is(err, server.ErrToolNotFound) {
+		return
+	}
+	if (*s.entries.Load())[req.Params.Name] == nil {
+		return
+	}
+	s.handle(ctx, req.Params.Name, *req)
+}
+
+// hidden reports whether the caller of ctx may not see the served tool e.
+func (s *Server) hidden(ctx context.Context, e *entry) bool {
+	_, g := s.grant(ctx)
+	return !g.Everything() && !g.Allows(e.def.Name, e.tool.Tags(), e.source != SourceLocal)
+}
+
+// visibleTools narrows tools to what the caller's grant allows. It is
+// mcp-go's tool filter, so it runs on tools/call too: a hidden tool gets
+// the protocol's "not found" error, the same bytes as a name no one
+// serves. (The gateway lists tools itself, toolslist.go, deciding alike.)
 func (s *Server) visibleTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	_, g := s.grant(ctx)
 	if g.Everything() {

@@ -171,6 +171,9 @@ func TestAuditRecords(t *testing.T) {
 		args      string
 		canonical string
 		want      want
+		// hidden marks a tool the caller's policy hides: the call is
+		// answered exactly as a call of an unknown tool, and audited.
+		hidden bool
 	}{
 		{
 			name: "allowed local call", era: legacyEra, confirm: config.ConfirmAuto, caller: "dave", tool: "echo",
@@ -220,12 +223,12 @@ func TestAuditRecords(t *testing.T) {
 		},
 		{
 			name: "refused by policy", era: legacyEra, confirm: config.ConfirmAuto, caller: "alice", tool: "fail",
-			args: `{"code":3}`, canonical: `{"code":3}`,
+			args: `{"code":3}`, canonical: `{"code":3}`, hidden: true,
 			want: want{decision: audit.DecisionPolicy, result: audit.ResultRefused, class: "refused_by_policy", message: "fail", roles: []string{"reader"}},
 		},
 		{
 			name: "refused by policy, modern", era: modernEra, confirm: config.ConfirmAuto, caller: "alice", tool: "fail",
-			args: `{"code":3}`, canonical: `{"code":3}`,
+			args: `{"code":3}`, canonical: `{"code":3}`, hidden: true,
 			want: want{decision: audit.DecisionPolicy, result: audit.ResultRefused, class: "refused_by_policy", message: "fail", roles: []string{"reader"}},
 		},
 		{
@@ -266,7 +269,13 @@ func TestAuditRecords(t *testing.T) {
 			before := time.Now()
 			res, err := tryCall(t.Context(), c, tt.tool, json.RawMessage(fill(tt.args)))
 			after := time.Now()
-			if err != nil {
+			if tt.hidden {
+				_, unknown := tryCall(t.Context(), c, "no_such_tool", json.RawMessage(fill(tt.args)))
+				if err == nil || unknown == nil || strings.ReplaceAll(err.Error(), tt.tool, "NAME") != strings.ReplaceAll(unknown.Error(), "no_such_tool", "NAME") {
+					t.Fatalf("calling the hidden %s: got %v, want the error of an unknown tool, %v", tt.tool, err, unknown)
+				}
+				res = &mcp.CallToolResult{IsError: true}
+			} else if err != nil {
 				t.Fatalf("calling %s: %v", tt.tool, err)
 			}
 			if wantErr := tt.want.result != audit.ResultOK && tt.want.result != audit.ResultFailed; res.IsError != wantErr {
@@ -320,7 +329,8 @@ func TestAuditRecords(t *testing.T) {
 			switch {
 			case tt.want.message == "" && o.Message != "":
 				t.Errorf("message: got %q, want none (a call's output is never recorded)", o.Message)
-			case tt.want.message != "" && (!strings.Contains(o.Message, tt.want.message) || o.Message != resultText(res)):
+			// A hidden tool's caller got "not found"; the record keeps why.
+			case tt.want.message != "" && (!strings.Contains(o.Message, tt.want.message) || !tt.hidden && o.Message != resultText(res)):
 				t.Errorf("message: got %q, want the text the caller got (%q), containing %q", o.Message, resultText(res), tt.want.message)
 			}
 			if r.Time.Before(before.Add(-time.Millisecond)) || r.Time.After(after) {

@@ -62,7 +62,7 @@ func (s *Server) serveToolsCall(w http.ResponseWriter, r *http.Request, body []b
 		!standardHeaders(r.Header, req.Params.Name) {
 		return false
 	}
-	if !plainCall(&req) || !s.fastTool(req.Params.Name) {
+	if !plainCall(&req) || !s.fastTool(r.Context(), req.Params.Name) {
 		return false
 	}
 	req.Header = r.Header
@@ -110,11 +110,12 @@ func plainCall(req *mcp.CallToolRequest) bool {
 }
 
 // fastTool reports whether calls of name may be answered on a fast path:
-// a served tool that is not gated (its approval asks for input), not
-// task-only, and binds no parameter to a header.
-func (s *Server) fastTool(name string) bool {
+// a served tool the caller of ctx may see (mcp-go answers a hidden one as
+// unknown), not gated (its approval asks for input), not task-only, and
+// binding no parameter to a header.
+func (s *Server) fastTool(ctx context.Context, name string) bool {
 	e := (*s.entries.Load())[name]
-	return e != nil && !e.gated && !e.headerParams && (e.def.Execution == nil || e.def.Execution.TaskSupport != mcp.TaskSupportRequired)
+	return e != nil && !e.gated && !e.headerParams && (e.def.Execution == nil || e.def.Execution.TaskSupport != mcp.TaskSupportRequired) && !s.hidden(ctx, e)
 }
 
 // answerCall runs req, a call of the tools/call id, under ctx, and writes

@@ -63,7 +63,7 @@ func (s *Server) serveSessionToolsCall(cw *cancelWriter, r *http.Request, body [
 	}
 	req := msg.Params.request(msg.Method)
 	version := req.Params.Meta.ProtocolVersion()
-	if mcp.IsModernProtocol(version) || !plainCall(&req) || !s.fastTool(req.Params.Name) {
+	if mcp.IsModernProtocol(version) || !plainCall(&req) || !s.fastTool(r.Context(), req.Params.Name) {
 		return false
 	}
 	v, ok := s.clientSessions.Load(id)

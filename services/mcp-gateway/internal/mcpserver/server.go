@@ -143,10 +143,13 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		server.WithRecovery(),
 		// Tasks are served by the gateway, not by mcp-go's task
 		// machinery (see task.go); these hooks only advertise them.
-		// Tasks are advertised, and each caller lists only what its
-		// policy grants (access.go), through one set of hooks: a second
-		// WithHooks would replace the first.
+		// Tasks are advertised, and calls of hidden tools audited
+		// (access.go), through one set of hooks: a second WithHooks
+		// would replace the first.
 		server.WithHooks(s.hooks()),
+		// Each caller sees and calls only what its policy grants; a
+		// hidden tool is answered as an unknown one.
+		server.WithToolFilter(s.visibleTools),
 	}
 	pageSize := cfg.ToolsPageSize
 	if pageSize == 0 && cfg.Resources != nil {
