@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -332,5 +333,50 @@ func TestAgent2AgentOff(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed || get.StatusCode != http.StatusNotFound {
 			t.Errorf("%s: got POST %d, GET %d, want 404", path, resp.StatusCode, get.StatusCode)
 		}
+	}
+}
+
+// TestAgent2AgentRate: a call over its caller's rate
+// (expose.agent.mcp.policy.roles.*.rate and tool_rates; here the one
+// caller of a gateway without authentication, role default) is refused
+// before any task exists with HTTP 429, Retry-After and the JSON-RPC
+// error -32029 naming the key, while the caller's other tools still run.
+func TestAgent2AgentRate(t *testing.T) {
+	t.Parallel()
+	f := startAgent2AgentFleet(t, map[string]any{"policy": map[string]any{"roles": map[string]any{
+		"default": map[string]any{"rate": "10/m", "tool_rates": map[string]any{"echo": "1/m"}},
+	}}})
+	send := func(tool string, args map[string]any) (*http.Response, []byte) {
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": map[string]any{
+			"message": map[string]any{"messageId": "m", "role": "ROLE_USER", "parts": []any{map[string]any{"data": map[string]any{"tool": tool, "arguments": args}}}},
+		}})
+		resp, err := http.Post(f.base+"/a2a", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	if resp, b := send("echo", map[string]any{"message": "once"}); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "TASK_STATE_COMPLETED") {
+		t.Fatalf("the first echo: got %d %s, want a completed task", resp.StatusCode, b)
+	}
+	resp, b := send("echo", map[string]any{"message": "twice"})
+	var got struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+			Data    struct {
+				RetryAfterSeconds int `json:"retryAfterSeconds"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(b, &got)
+	if resp.StatusCode != http.StatusTooManyRequests || got.Error.Code != -32029 || !strings.Contains(got.Error.Message, "tool_rates") ||
+		got.Error.Data.RetryAfterSeconds < 1 || resp.Header.Get("Retry-After") != strconv.Itoa(got.Error.Data.RetryAfterSeconds) {
+		t.Fatalf("the second echo in a minute: got %d (Retry-After %q) %s, want 429 with -32029 naming tool_rates and the retry time", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	if resp, b := send("fail", map[string]any{"code": 0}); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "TASK_STATE_COMPLETED") {
+		t.Errorf("another tool: got %d %s, want it run: the refused echo is not charged to the caller's rate", resp.StatusCode, b)
 	}
 }

@@ -39,6 +39,10 @@ func TestValidateAccessRefusals(t *testing.T) {
 		{"role empty", withMCP("policy: {roles: {ops: }}"), "expose.agent.mcp.policy.roles.ops.match", "add expose.agent.mcp.policy.roles.ops.match"},
 		{"role match blank", withMCP("policy: {roles: {ops: {match: [sre, ' ']}}}"), "expose.agent.mcp.policy.roles.ops.match[1]", "is empty"},
 		{"role name", withMCP("policy: {roles: {'o ps': {match: [sre]}}}"), "expose.agent.mcp.policy.roles.o ps", "a role name is"},
+		{"role rate", withMCP("policy: {roles: {ops: {match: [sre], rate: 10/d}}}"), "expose.agent.mcp.policy.roles.ops.rate", "is not a rate: write N/s, N/m or N/h"},
+		{"role rate zero", withMCP("policy: {roles: {ops: {match: [sre], rate: 0/s}}}"), "expose.agent.mcp.policy.roles.ops.rate", "with N from 1"},
+		{"tool rate", withMCP("policy: {roles: {ops: {match: [sre], tool_rates: {deploy: fast}}}}"), "expose.agent.mcp.policy.roles.ops.tool_rates.deploy", `"fast" is not a rate`},
+		{"tool rate glob", withMCP("policy: {roles: {ops: {match: [sre], tool_rates: {'[': 1/s}}}}"), "expose.agent.mcp.policy.roles.ops.tool_rates.[", "is not a tool name glob"},
 		{"role glob", withMCP("policy: {roles: {ops: {match: [sre], include: {tools: ['[']}}}}"), "expose.agent.mcp.policy.roles.ops.include.tools[0]", "is not a valid glob"},
 		{"role share over the gateway's", withMCP("max_concurrent_tools: 2, policy: {roles: {ops: {match: [sre], max_concurrent_tools: 3}}}"),
 			"expose.agent.mcp.policy.roles.ops.max_concurrent_tools", "more than the gateway has"},
@@ -60,6 +64,26 @@ func TestValidateAccessRefusals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			checkRefusal(t, ModeMCP, tt.yaml, tt.wantKey, tt.wantMsg)
 		})
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]Rate{"1/s": {1, time.Second}, " 60/m ": {60, time.Minute}, "1000/h": {1000, time.Hour}} {
+		got, err := ParseRate(in)
+		if err != nil || got != want {
+			t.Errorf("ParseRate(%q): got %+v, %v, want %+v", in, got, err, want)
+		}
+		if back, _ := ParseRate(got.String()); back != got {
+			t.Errorf("%+v.String() = %q does not parse back", got, got.String())
+		}
+	}
+	for _, in := range []string{"", "5", "/s", "-1/s", "1.5/s", "5/d", "5 / s", "2000000/s"} {
+		if _, err := ParseRate(in); err == nil {
+			t.Errorf("ParseRate(%q): got no error", in)
+		}
+	}
+	if !MustRate("10/s").More(MustRate("100/m")) || MustRate("1/s").More(Rate{}) || !(Rate{}).More(MustRate("1/s")) || (Rate{}).More(Rate{}) {
+		t.Error("More: got a wrong order of 10/s, 100/m and unlimited")
 	}
 }
 

@@ -335,6 +335,12 @@ type Role struct {
 	// MaxConcurrentTools is the role's share of the gateway's slots;
 	// zero means all of them.
 	MaxConcurrentTools int `yaml:"max_concurrent_tools"`
+	// Rate bounds how often each caller of the role calls tools, all
+	// tools together ([ParseRate]: "60/m"); empty means no bound.
+	Rate string `yaml:"rate"`
+	// ToolRates bound how often each caller of the role calls the tools
+	// a name glob matches, each tool on its own and besides Rate.
+	ToolRates map[string]string `yaml:"tool_rates"`
 }
 
 // Audit is the audit key: where the audit trail is published and how much

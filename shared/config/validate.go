@@ -320,6 +320,20 @@ func (v *validator) policy(key string, p *Policy, slots int) {
 		if slots > 0 && r.MaxConcurrentTools > slots {
 			v.fail(k+".max_concurrent_tools", fmt.Sprintf("%s.max_concurrent_tools %d is more than the gateway has (expose.agent.mcp.max_concurrent_tools %d): lower it, or raise expose.agent.mcp.max_concurrent_tools", k, r.MaxConcurrentTools, slots))
 		}
+		if r.Rate != "" {
+			if _, err := ParseRate(r.Rate); err != nil {
+				v.fail(k+".rate", fmt.Sprintf("%s.rate: %v", k, err))
+			}
+		}
+		for _, glob := range slices.Sorted(maps.Keys(r.ToolRates)) {
+			tk := k + ".tool_rates." + glob
+			if _, err := path.Match(glob, ""); err != nil || strings.TrimSpace(glob) == "" {
+				v.fail(tk, fmt.Sprintf("%s: %q is not a tool name glob: fix it", tk, glob))
+			}
+			if _, err := ParseRate(r.ToolRates[glob]); err != nil {
+				v.fail(tk, fmt.Sprintf("%s: %v", tk, err))
+			}
+		}
 		if r.NATSContext != "" && strings.TrimSpace(r.NATSContext) != r.NATSContext {
 			v.fail(k+".nats_context", fmt.Sprintf("%s.nats_context %q has surrounding spaces: fix %s.nats_context", k, r.NATSContext, k))
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 )
@@ -55,6 +56,12 @@ type rpcRequest struct {
 type rpcError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+	// status, when set, is the HTTP status the answer goes with, and
+	// retryAfter its Retry-After in seconds: a call over its caller's
+	// rate is 429, as HTTP clients and proxies expect.
+	status     int
+	retryAfter int
 }
 
 type rpcResponse struct {
@@ -188,6 +195,12 @@ func writeRPC(w http.ResponseWriter, resp rpcResponse) {
 		b, _ = json.Marshal(rpcResponse{JSONRPC: jsonrpcVersion, ID: resp.ID, Error: errorf(codeInternalError, "encoding the answer: %v", err)})
 	}
 	w.Header().Set("Content-Type", contentTypeJSON)
+	if e := resp.Error; e != nil && e.status != 0 {
+		if e.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+		}
+		w.WriteHeader(e.status)
+	}
 	_, _ = w.Write(append(b, '\n'))
 }
 

@@ -116,6 +116,10 @@ func (s *Service) begin(r *http.Request, sc scope, req *rpcRequest) (ru *run, im
 	if problem != "" {
 		return nil, false, howTo(m, problem), nil
 	}
+	if rr := s.srv.Limit(ctx, c.tool, c.args, s.invocation(r, nil)); rr != nil {
+		return nil, false, nil, &rpcError{Code: mcpserver.CodeRateLimited, Message: rr.Message,
+			Data: map[string]any{"retryAfterSeconds": rr.RetryAfter()}, status: http.StatusTooManyRequests, retryAfter: rr.RetryAfter()}
+	}
 	ru, err := s.start(r, c, m.ContextID)
 	if err != nil {
 		return nil, false, nil, errorf(codeInternalError, "%s was not run: %v", c.tool, err)
@@ -152,14 +156,7 @@ func (s *Service) start(r *http.Request, c call, contextID string) (*run, error)
 	stopStore := context.AfterFunc(m.Base(), func() { cancel(tasks.ErrStopping) })
 	s.log.Info("Agent2Agent task created", "agent", s.cfg.Identity, "tool", c.tool, "task", tr.Task().ID)
 
-	inv := &mcpserver.Invocation{
-		Surface:  audit.SurfaceAgent2Agent,
-		Protocol: "agent2agent/" + string(a2a.Version),
-		Output:   ru,
-		Awaiting: ru.awaiting,
-		Cleared:  ru.cleared,
-		Header:   r.Header.Clone(),
-	}
+	inv := s.invocation(r, ru)
 	go func() {
 		defer stopStore()
 		res := s.srv.Invoke(runCtx, c.tool, c.args, inv)
@@ -172,6 +169,20 @@ func (s *Service) start(r *http.Request, c call, contextID string) (*run, error)
 		ru.finish(ctx)
 	}()
 	return ru, nil
+}
+
+// invocation is how a call of r enters the MCP server's call path; ru,
+// when set, is the run that hears its output and approval.
+func (s *Service) invocation(r *http.Request, ru *run) *mcpserver.Invocation {
+	inv := &mcpserver.Invocation{
+		Surface:  audit.SurfaceAgent2Agent,
+		Protocol: "agent2agent/" + string(a2a.Version),
+		Header:   r.Header.Clone(),
+	}
+	if ru != nil {
+		inv.Output, inv.Awaiting, inv.Cleared = ru, ru.awaiting, ru.cleared
+	}
+	return inv
 }
 
 // Write takes the call's output as it comes ([tool.Request.Output]): one
@@ -326,6 +337,11 @@ func (s *Service) send(w http.ResponseWriter, r *http.Request, sc scope, req *rp
 // cancels the call.
 func (s *Service) stream(w http.ResponseWriter, r *http.Request, sc scope, req *rpcRequest) {
 	ru, _, reply, e := s.begin(r, sc, req)
+	if e != nil && e.status != 0 {
+		// An HTTP refusal (429) goes as one, not inside a stream.
+		writeRPC(w, rpcResponse{ID: req.ID, Error: e})
+		return
+	}
 	if e != nil || reply != nil {
 		sw, ok := newSSE(w)
 		if !ok {

@@ -111,6 +111,9 @@ func (s *Server) call(ctx context.Context, name string, req mcp.CallToolRequest,
 	if refused != nil {
 		return refused
 	}
+	if refused := rateRefused(ctx, rec); refused != nil {
+		return refused
+	}
 	input, err := callInput(req)
 	if err != nil {
 		return rec.fail(outcomeInvalid, fmt.Sprintf("invalid arguments for %s: %v", name, err))

@@ -47,7 +47,7 @@ type Invocation struct {
 // [Server.Invoke] has returned.
 func (inv *Invocation) Refused() bool {
 	switch inv.outcome {
-	case outcomeDenied, outcomeRefused, outcomePolicy:
+	case outcomeDenied, outcomeRefused, outcomePolicy, outcomeRate:
 		return true
 	}
 	return false

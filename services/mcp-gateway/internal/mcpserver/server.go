@@ -49,7 +49,10 @@ type Server struct {
 	sem chan struct{}
 	// shares holds each caller's own slots, when its policy role limits
 	// it (access.go).
-	shares    policy.Shares
+	shares policy.Shares
+	// limits holds each caller's rate buckets, when its policy role sets
+	// a rate (rate.go).
+	limits    policy.Limiter
 	approvals approvalNonces
 	// entries maps each served name to its entry. It is replaced whole,
 	// never modified, so a call reads it without a lock.

@@ -57,7 +57,7 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
-			if s.serveToolsList(w, r, body) || s.serveToolsCall(w, r, body) {
+			if s.serveToolsList(w, r, body) || s.limitCall(w, r, body) || s.serveToolsCall(w, r, body) {
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -108,6 +108,9 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 			return
 		}
 		defer s.sessions.end(id)
+		if msg.Method == string(mcp.MethodToolsCall) && s.limitCall(w, r, body) {
+			return
+		}
 		if msg.Method == string(mcp.MethodToolsList) && s.serveToolsList(w, r, body) {
 			// Answered from the kept lists, before the cancellation
 			// watch: there is nothing to cancel in writing kept bytes.

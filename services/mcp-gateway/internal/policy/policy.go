@@ -7,7 +7,12 @@
 // serves: a tool tagged ai:deny was never loaded and no role brings it
 // back. A token that matches no role is refused at the door (403, naming
 // expose.agent.mcp.policy), and a call of a tool outside the caller's set
-// is refused in-band without saying whether the tool exists for others.
+// is answered as a call of a tool no one serves, so that a caller cannot
+// tell which hidden tools exist.
+//
+// Beside what a caller may run, a role bounds how much: a share of the
+// gateway's slots ([Shares]) and a rate, over all its tools and per tool
+// ([Limiter]).
 //
 // Remote tools carry no tags the gateway can trust for selection (their
 // agent's description is all discovery says), so a role's tag filters
@@ -54,6 +59,14 @@ type role struct {
 	approve bool
 	nats    string
 	share   int
+	rate    config.Rate
+	// toolRates are the role's tool_rates, sorted by glob.
+	toolRates []toolRate
+}
+
+type toolRate struct {
+	glob string
+	rate config.Rate
 }
 
 // New returns the policy of p, or nil when p is nil. p must have passed
@@ -71,12 +84,26 @@ func New(p *config.Policy) *Policy {
 		if r == nil {
 			continue
 		}
-		pol.roles = append(pol.roles, role{
+		ro := role{
 			name: name, match: r.Match, include: r.Include, exclude: r.Exclude,
 			approve: r.Approve, nats: r.NATSContext, share: r.MaxConcurrentTools,
-		})
+			rate: config.MustRate(r.Rate),
+		}
+		for _, glob := range slices.Sorted(maps.Keys(r.ToolRates)) {
+			ro.toolRates = append(ro.toolRates, toolRate{glob: glob, rate: config.MustRate(r.ToolRates[glob])})
+		}
+		pol.roles = append(pol.roles, ro)
 	}
 	return pol
+}
+
+// Rated reports whether a role sets a rate or tool_rates, so that the
+// call path asks the [Limiter] only then.
+func (p *Policy) Rated() bool {
+	if p == nil {
+		return false
+	}
+	return slices.ContainsFunc(p.roles, func(r role) bool { return !r.rate.Unlimited() || len(r.toolRates) > 0 })
 }
 
 // Claim is the token claim that holds a caller's groups.
@@ -188,6 +215,9 @@ func (p *Policy) grant(names []string) *Grant {
 			g.unlimited = true
 		}
 		g.Share = max(g.Share, r.share)
+		if len(g.roles) == 1 || r.rate.More(g.Rate) {
+			g.Rate = r.rate
+		}
 		contexts[r.nats] = true
 	}
 	if g.unlimited {
@@ -230,6 +260,10 @@ type Grant struct {
 	// NATSContext is the nats context remote calls go through, "" for
 	// the gateway's own.
 	NATSContext string
+	// Rate bounds how often the caller calls tools, all together: the
+	// most generous of its roles' rates, unlimited when one of its
+	// roles sets none (roles only add to what a caller may do).
+	Rate config.Rate
 
 	all             bool
 	roles           []role
@@ -280,6 +314,35 @@ func matches(f config.Filter, name string, tags []string) bool {
 		}
 	}
 	return slices.ContainsFunc(f.Tags, func(t string) bool { return slices.Contains(tags, t) })
+}
+
+// ToolRate is the bound on how often the caller calls the tool name, on
+// its own: of the roles that grant the tool, the most generous of their
+// tool_rates matching name (the first glob in order, per role), and
+// unlimited when one of them has none for it.
+func (g *Grant) ToolRate(name string, tags []string, remote bool) config.Rate {
+	if g.all {
+		return config.Rate{}
+	}
+	if remote {
+		tags = nil
+	}
+	var best config.Rate
+	granted := false
+	for _, r := range g.roles {
+		if !allows(r, name, tags) {
+			continue
+		}
+		i := slices.IndexFunc(r.toolRates, func(t toolRate) bool { ok, _ := path.Match(t.glob, name); return ok })
+		if i < 0 {
+			return config.Rate{}
+		}
+		if !granted || r.toolRates[i].rate.More(best) {
+			best = r.toolRates[i].rate
+		}
+		granted = true
+	}
+	return best
 }
 
 // RemoteContext returns the nats context the caller's remote calls use:
