@@ -203,19 +203,23 @@ func TestPolicyRoleNATSPermissions(t *testing.T) {
 		t.Run("ops role/"+era.name, func(t *testing.T) {
 			c := connectPolicyClient(t, gw.URL, token, era)
 			t.Logf("protocol version %s", c.ProtocolVersion())
-			// The role sees both agents: discovery is open to ops, and
-			// the gateway lists what it imported.
+			// The role sees only what its own user reaches: ops may not
+			// discover secret, so the gateway shows it none of secret's
+			// tools (the gateway's own user imported them).
 			names := listNames(t, c)
-			for _, want := range []string{"demo_echo", "demo_restart", "secret_echo", "secret_restart"} {
+			for _, want := range []string{"demo_echo", "demo_restart"} {
 				if !slices.Contains(names, want) {
 					t.Errorf("tools/list: got %v, want %s among them", names, want)
 				}
 			}
+			for _, hidden := range []string{"secret_echo", "secret_restart"} {
+				if slices.Contains(names, hidden) {
+					t.Errorf("tools/list: got %v, want no %s: user ops may not reach secret", names, hidden)
+				}
+			}
 
 			msg := "hello from ops over " + era.name
-			start := time.Now()
 			res := callMCP(t, c, "demo_echo", map[string]any{"message": msg})
-			allowed := time.Since(start)
 			cr := mcpCommandResult(t, "demo_echo", res)
 			if cr.ExitCode != 0 || strings.TrimSpace(cr.Output) != msg {
 				t.Errorf("demo_echo: got exit %d output %q, want exit 0 output %q", cr.ExitCode, cr.Output, msg)
@@ -223,22 +227,7 @@ func TestPolicyRoleNATSPermissions(t *testing.T) {
 
 			before := requests("secret")
 			marker := filepath.Join(markers, era.name)
-			start = time.Now()
-			res = callMCP(t, c, "secret_restart", map[string]any{"marker": marker})
-			refused := time.Since(start)
-			t.Logf("demo_echo (permitted) took %s; secret_restart (refused by NATS) took %s with tool_timeout %s", allowed.Round(time.Millisecond), refused.Round(time.Millisecond), toolTimeout)
-			if !res.IsError {
-				t.Fatalf("secret_restart: got %q, want isError: user ops may not publish to secret", mcpText(res))
-			}
-			t.Logf("secret_restart refusal: %s", mcpText(res))
-			if text := mcpText(res); !strings.Contains(text, "secret") || !strings.Contains(text, "refused by NATS permissions") {
-				t.Errorf("secret_restart: got error %q, want it to name the agent secret and the NATS permissions", text)
-			}
-			// Far below the tool timeout: the refusal does not wait it
-			// out (a second of slack for a loaded machine).
-			if limit := time.Second; refused > limit {
-				t.Errorf("secret_restart: got refused after %s, want within %s", refused, limit)
-			}
+			requireHiddenAsUnknown(t, c, "secret_restart", map[string]any{"marker": marker})
 			if _, err := os.Stat(marker); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("marker of secret_restart: got stat error %v, want it absent: the command ran", err)
 			}
@@ -251,12 +240,11 @@ func TestPolicyRoleNATSPermissions(t *testing.T) {
 		t.Errorf("demo's tool endpoint: got %d requests, want at least %d (one unary echo per era)", got, len(policyEras))
 	}
 	// The operator can see why: the gateway logs the server's refusal of
-	// the role connection's publish.
+	// the role connection's discovery, and that it hides the host.
 	violation := `Permissions Violation for Publish to`
 	fisktest.WaitFor(t, fleettest.ReadyTimeout, "the gateway to log the permissions violation", func() bool {
-		// A call without a progressToken goes unary: its publish to
-		// the tool subject is what the server refuses.
-		return strings.Contains(gw.Stderr(), violation) && strings.Contains(gw.Stderr(), natsbus.ToolSubject("secret"))
+		return strings.Contains(gw.Stderr(), violation) && strings.Contains(gw.Stderr(), natsbus.DiscoverySubject("secret")) &&
+			strings.Contains(gw.Stderr(), "its tools are hidden from the role")
 	})
 	// The same call from a role without a nats_context of its own goes
 	// through the gateway's context, user gateway, and runs.
@@ -304,10 +292,10 @@ func TestPolicyRoleNATSPermissions(t *testing.T) {
 	})
 
 	// The users of the example cover every subject fiskfleet uses: the
-	// only violations are the role's refused calls of secret.
+	// only violations are the role's refused discoveries of secret.
 	for _, line := range strings.Split(gw.Stderr(), "\n") {
-		if strings.Contains(line, "Permissions Violation") && !(strings.Contains(line, "context=ops") && strings.Contains(line, natsbus.ToolSubject("secret"))) {
-			t.Errorf("gateway: got %q, want no permissions violation but the role's publish to secret", line)
+		if strings.Contains(line, "Permissions Violation") && !(strings.Contains(line, "context=ops") && strings.Contains(line, natsbus.DiscoverySubject("secret"))) {
+			t.Errorf("gateway: got %q, want no permissions violation but the role's discovery of secret", line)
 		}
 	}
 	for id, a := range agents {

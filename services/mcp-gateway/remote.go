@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/config"
@@ -114,20 +117,53 @@ func logResult(res remotetools.Result, log *slog.Logger) {
 // serveRemote imports strictly (any host error or collision refuses to
 // start, naming the host and the cause), serves the tools beside the local
 // ones, and keeps them current every interval until ctx ends.
-func (r *remote) serve(ctx context.Context, cfg *config.Config, set func(string, []tool.Tool) error, log *slog.Logger) error {
+func (r *remote) serve(ctx context.Context, cfg *config.Config, srv *mcpserver.Server, roles *roleConns, log *slog.Logger) error {
 	res, err := r.importer.ImportStrict(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	logResult(res, log)
-	if err := set(sourceRemote, res.Tools); err != nil {
+	// What each role reaches first, so the lists of the new tools are
+	// built with it; again every interval, since a role's permissions
+	// may change while the tools do not.
+	var mu sync.Mutex
+	current := res.Tools
+	set := func(tools []tool.Tool) error {
+		mu.Lock()
+		defer mu.Unlock()
+		current = tools
+		if roles != nil {
+			srv.SetUnreachable(roles.unreachable(ctx, cfg.RemoteTools, tools, r.importer.Origin, log))
+		}
+		return srv.SetTools(sourceRemote, tools)
+	}
+	if err := set(res.Tools); err != nil {
 		return fmt.Errorf("%s: remote_tools: %w", cfg.File, err)
 	}
 	log.Info("imported remote tools", "agent", cfg.Identity, "hosts", len(cfg.RemoteTools), "tools", len(res.Tools), "refresh", cfg.RefreshInterval())
 	go r.importer.Watch(ctx, cfg.RefreshInterval(), log, func(res remotetools.Result) {
-		if err := set(sourceRemote, res.Tools); err != nil {
+		if err := set(res.Tools); err != nil {
 			log.Error("serving refreshed remote tools", "error", err)
 		}
 	})
+	if roles != nil && cfg.RefreshInterval() > 0 {
+		go func() {
+			t := time.NewTicker(cfg.RefreshInterval())
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				mu.Lock()
+				tools := current
+				mu.Unlock()
+				if err := set(tools); err != nil {
+					log.Error("serving remote tools with what each role reaches", "error", err)
+				}
+			}
+		}()
+	}
 	return nil
 }

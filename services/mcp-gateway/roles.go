@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
 	"github.com/fiskfleet/fiskfleet/shared/remotetools"
+	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
 // checkPolicyContexts refuses a policy whose roles name a nats context
@@ -37,7 +42,15 @@ func checkPolicyContexts(cfg *config.Config) error {
 type roleConns struct {
 	conns   []*nats.Conn
 	clients map[string]*a2a.Client // by nats context
+
+	mu sync.Mutex
+	// refused is what the last [roleConns.unreachable] found, to log
+	// changes only; guarded by mu.
+	refused map[roleProbe]bool
 }
+
+// roleProbe is one role context's discovery of one host.
+type roleProbe struct{ context, host string }
 
 // connectRoles connects once per distinct nats context the policy's roles
 // name. Without remote_tools a role's context has nothing to reach, which
@@ -81,6 +94,67 @@ func (rc *roleConns) remoteContext(ctx context.Context, natsContext string) (con
 		return nil, fmt.Errorf("no connection for nats context %q of expose.agent.mcp.policy", natsContext)
 	}
 	return remotetools.WithCaller(ctx, c), nil
+}
+
+// roleDiscoveryTimeout bounds one role context's discovery of one host.
+const roleDiscoveryTimeout = 5 * time.Second
+
+// unreachable discovers every remote host with each role's nats context:
+// the tools of a host whose discovery the NATS server refuses that
+// context's user are hidden from the role, so a role is shown what its
+// own credentials reach (grant discovery.IDENTITY where tool.IDENTITY and
+// stream.IDENTITY are granted, as nats-server-roles.conf does). A host
+// that does not answer is left as the gateway sees it: its calls fail
+// in-band, naming the host. tools are the imported tools, origin their
+// host.
+func (rc *roleConns) unreachable(ctx context.Context, hosts []config.RemoteHost, tools []tool.Tool, origin func(tool.Tool) string, log *slog.Logger) mcpserver.Unreachable {
+	if rc == nil {
+		return nil
+	}
+	var (
+		mu      sync.Mutex
+		refused = map[roleProbe]bool{}
+		wg      sync.WaitGroup
+	)
+	for name, c := range rc.clients {
+		for _, h := range hosts {
+			wg.Go(func() {
+				dctx, cancel := context.WithTimeout(ctx, roleDiscoveryTimeout)
+				defer cancel()
+				if _, err := c.Discover(dctx, h.Host); errors.Is(err, a2a.ErrPermission) {
+					mu.Lock()
+					refused[roleProbe{name, h.Host}] = true
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	rc.mu.Lock()
+	for p := range refused {
+		if !rc.refused[p] {
+			log.Info("a policy role's nats context may not reach a remote host: its tools are hidden from the role", "nats_context", p.context, "host", p.host)
+		}
+	}
+	for p := range rc.refused {
+		if !refused[p] {
+			log.Info("a policy role's nats context reaches a remote host again: its tools are shown to the role", "nats_context", p.context, "host", p.host)
+		}
+	}
+	rc.refused = refused
+	rc.mu.Unlock()
+	out := mcpserver.Unreachable{}
+	for p := range refused {
+		for _, t := range tools {
+			if origin(t) == p.host {
+				if out[p.context] == nil {
+					out[p.context] = map[string]bool{}
+				}
+				out[p.context][t.Name()] = true
+			}
+		}
+	}
+	return out
 }
 
 // Close closes the role connections.

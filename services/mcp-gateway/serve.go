@@ -330,7 +330,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		if a2s != nil {
 			a2s.SetOrigin(r.importer.Origin)
 		}
-		if err := r.serve(ctx, cfg, srv.SetTools, log); err != nil {
+		if err := r.serve(ctx, cfg, srv, roles, log); err != nil {
 			srv.Close()
 			return err
 		}

@@ -37,7 +37,7 @@ func (s *Server) admit(ctx context.Context, e *entry, rec *record) (context.Cont
 	if c != nil {
 		rec.caller, rec.who = c.Subject, c
 	}
-	if !g.Allows(e.def.Name, e.tool.Tags(), e.source != SourceLocal) {
+	if !s.allowed(g, e) {
 		rec.gate = audit.DecisionPolicy
 		return nil, rec.fail(outcomePolicy, g.Refusal(e.def.Name))
 	}
@@ -102,10 +102,43 @@ func (s *Server) auditHidden(ctx context.Context, _ any, method mcp.MCPMethod, m
 	s.handle(ctx, req.Params.Name, *req)
 }
 
+// Unreachable are, by policy role nats context
+// (expose.agent.mcp.policy.roles.*.nats_context), the names of the remote
+// tools whose agent refused that context's NATS user: a role is shown,
+// and may call, only what its own credentials reach.
+type Unreachable map[string]map[string]bool
+
+// refuses reports whether g's nats context may not reach the remote tool
+// name.
+func (u Unreachable) refuses(g *policy.Grant, name string) bool {
+	return g.NATSContext != "" && u[g.NATSContext][name]
+}
+
+// SetUnreachable replaces what each role's nats context may not reach.
+// Calls see it at once; tools/list from the next [Server.SetTools], which
+// the gateway calls right after (with the same tools, it only rebuilds
+// the lists when this changed).
+func (s *Server) SetUnreachable(u Unreachable) {
+	if u == nil {
+		u = Unreachable{}
+	}
+	s.unreachable.Store(&u)
+}
+
+// allowed reports whether grant g lets its caller see and run e: the
+// policy allows it, and a remote tool's agent takes the role's nats
+// context.
+func (s *Server) allowed(g *policy.Grant, e *entry) bool {
+	if !g.Allows(e.def.Name, e.tool.Tags(), e.source != SourceLocal) {
+		return false
+	}
+	return e.source == SourceLocal || !s.unreachable.Load().refuses(g, e.def.Name)
+}
+
 // hidden reports whether the caller of ctx may not see the served tool e.
 func (s *Server) hidden(ctx context.Context, e *entry) bool {
 	_, g := s.grant(ctx)
-	return !g.Everything() && !g.Allows(e.def.Name, e.tool.Tags(), e.source != SourceLocal)
+	return !g.Everything() && !s.allowed(g, e)
 }
 
 // visibleTools narrows tools to what the caller's grant allows. It is
@@ -121,7 +154,7 @@ func (s *Server) visibleTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool 
 	out := make([]mcp.Tool, 0, len(tools))
 	for _, t := range tools {
 		e := entries[t.Name]
-		if e != nil && g.Allows(t.Name, e.tool.Tags(), e.source != SourceLocal) {
+		if e != nil && s.allowed(g, e) {
 			out = append(out, t)
 		}
 	}

@@ -128,7 +128,7 @@ func (s *Server) Visible(ctx context.Context) []ServedTool {
 	out := make([]ServedTool, 0, len(served))
 	for _, t := range served {
 		e := entries[t.Name()]
-		if e == nil || !g.Allows(e.def.Name, e.tool.Tags(), e.source != SourceLocal) {
+		if e == nil || !s.allowed(g, e) {
 			continue
 		}
 		out = append(out, e.served())
@@ -145,7 +145,7 @@ func (s *Server) Lookup(ctx context.Context, name string) (ServedTool, bool) {
 		return ServedTool{}, false
 	}
 	_, g := s.grant(ctx)
-	if !g.Allows(e.def.Name, e.tool.Tags(), e.source != SourceLocal) {
+	if !s.allowed(g, e) {
 		return ServedTool{}, false
 	}
 	return e.served(), true

@@ -50,6 +50,8 @@ type Server struct {
 	// shares holds each caller's own slots, when its policy role limits
 	// it (access.go).
 	shares policy.Shares
+	// unreachable is what [Server.SetUnreachable] last set.
+	unreachable atomic.Pointer[Unreachable]
 	// limits holds each caller's rate buckets, when its policy role sets
 	// a rate (rate.go).
 	limits    policy.Limiter
@@ -139,6 +141,7 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 	}
 	empty := map[string]*entry{}
 	s.entries.Store(&empty)
+	s.unreachable.Store(new(Unreachable))
 	opts := []server.ServerOption{
 		// listChanged: remote tools come and go while serving, and
 		// clients must hear about it.
@@ -285,7 +288,7 @@ func (s *Server) SetTools(source string, tools []tool.Tool) error {
 		return fmt.Errorf("encoding tool definitions: %w", err)
 	}
 
-	if err := s.list.set(entries); err != nil {
+	if err := s.list.set(entries, *s.unreachable.Load()); err != nil {
 		return err
 	}
 	s.sources, s.served, s.dropped = next, served, dropped

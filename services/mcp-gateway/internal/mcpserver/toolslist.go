@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -102,8 +103,11 @@ type toolsList struct {
 // sorted by name as mcp-go lists them, and the views built of them.
 type listSnapshot struct {
 	tools []listedTool
+	// unreachable are the remote tools each role nats context may not
+	// reach ([Server.SetUnreachable]).
+	unreachable Unreachable
 	// hash identifies the tool set: its definitions and what the policy
-	// decides on (tags, remote or not).
+	// decides on (tags, remote or not, which contexts reach it).
 	hash [sha256.Size]byte
 	// retired are the digests of earlier snapshots' views, newest last.
 	retired [][digestLen]byte
@@ -149,7 +153,7 @@ var (
 
 func newToolsList(pageSize int, ttlMs int64, scope mcp.CacheScope, impl mcp.Implementation) *toolsList {
 	l := &toolsList{pageSize: pageSize, ttlMs: ttlMs, scope: scope, impl: impl}
-	l.set(nil)
+	l.set(nil, nil)
 	return l
 }
 
@@ -157,7 +161,7 @@ func newToolsList(pageSize int, ttlMs int64, scope mcp.CacheScope, impl mcp.Impl
 // unless it would list exactly what the current one lists: then the
 // kept lists and every cursor issued stay valid. The caller serialises
 // calls.
-func (l *toolsList) set(entries []*entry) error {
+func (l *toolsList) set(entries []*entry, unreachable Unreachable) error {
 	tools := make([]listedTool, len(entries))
 	for i, e := range entries {
 		tools[i] = listedTool{def: e.def, tags: e.tool.Tags(), remote: e.source != SourceLocal}
@@ -174,7 +178,13 @@ func (l *toolsList) set(entries []*entry) error {
 		h.Write([]byte(strings.Join(t.tags, ",")))
 		h.Write([]byte{0, boolByte(t.remote)})
 	}
-	next := &listSnapshot{tools: tools}
+	for _, c := range slices.Sorted(maps.Keys(unreachable)) {
+		h.Write([]byte("\x00unreachable\x00" + c))
+		for _, name := range slices.Sorted(maps.Keys(unreachable[c])) {
+			h.Write([]byte("\x00" + name))
+		}
+	}
+	next := &listSnapshot{tools: tools, unreachable: unreachable}
 	h.Sum(next.hash[:0])
 	prev := l.cur.Load()
 	if prev != nil && prev.hash == next.hash {
@@ -242,7 +252,7 @@ func (sn *listSnapshot) view(l *toolsList, g *policy.Grant, modern bool) (*listV
 func (sn *listSnapshot) build(l *toolsList, g *policy.Grant, modern bool) (*listView, error) {
 	tools := make([]mcp.Tool, 0, len(sn.tools))
 	for _, t := range sn.tools {
-		if !g.Allows(t.def.Name, t.tags, t.remote) {
+		if !g.Allows(t.def.Name, t.tags, t.remote) || t.remote && sn.unreachable.refuses(g, t.def.Name) {
 			continue
 		}
 		def := t.def
