@@ -59,6 +59,8 @@ type oauthGateway struct {
 	natsContext string
 	// extra adds top-level keys, such as remote_tools.
 	extra map[string]any
+	// mcp adds keys to expose.agent.mcp, such as agent2agent.
+	mcp map[string]any
 }
 
 // start runs `mcp-gateway serve --port 0` on g in env and waits until it
@@ -71,6 +73,9 @@ func (g oauthGateway) start(tb testing.TB, env []string, op *oidctest.Provider) 
 		auth[k] = v
 	}
 	mcpCfg := map[string]any{"auth": auth}
+	for k, v := range g.mcp {
+		mcpCfg[k] = v
+	}
 	if g.policy != nil {
 		mcpCfg["policy"] = g.policy
 	}
