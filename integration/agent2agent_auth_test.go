@@ -18,6 +18,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
+	"github.com/fiskfleet/fiskfleet/shared/natstest"
 	"github.com/fiskfleet/fiskfleet/shared/oidctest"
 )
 
@@ -332,4 +333,52 @@ func TestAgent2AgentOperatorApproval(t *testing.T) {
 			t.Error("the denied deploy: got its marker written, want it never run")
 		}
 	})
+}
+
+// TestAgent2AgentGatewayFleet: gateways of a fleet (tasks in the
+// JetStream bucket of a three-server cluster) behind Debian's haproxy
+// with integration/examples/haproxy.cfg. An Agent2Agent task created on
+// one gateway is read and cancelled through the other, the command's
+// process group is gone, and the first gateway then reports it
+// cancelled; a blocking call through the balancer completes.
+func TestAgent2AgentGatewayFleet(t *testing.T) {
+	bin := requireHAProxy(t)
+	cluster := natstest.StartJetStreamCluster(t, 3)
+	home := fleettest.NewHome(t)
+	home.AddClusterContext(t, "fleet", cluster.Servers, nil)
+	// The example balances three gateways.
+	gws := newFleetGateways(t, 3, "fleet", map[string]any{"agent2agent": map[string]any{}})
+	for _, g := range gws {
+		g.start(t, home.Env())
+	}
+	lb := startHAProxy(t, bin, gws)
+	endpoint := func(addr string) string { return "http://" + addr + "/a2a" }
+
+	_, _, body := a2aPost(t, endpoint(lb.addr), fleetToken, "SendMessage", a2aCallParams("echo", map[string]any{"message": "through haproxy"}, false))
+	if a := decodeA2A(t, body); a.Result.Task == nil || a.Result.Task.Status.State != "TASK_STATE_COMPLETED" || !strings.Contains(string(body), "through haproxy") {
+		t.Errorf("a call through haproxy: got %s, want a completed task", body)
+	}
+
+	pidfile := filepath.Join(t.TempDir(), "child.pid")
+	_, _, body = a2aPost(t, endpoint(gws[0].addr), fleetToken, "SendMessage", a2aCallParams("spawn", map[string]any{"duration": "1m", "pidfile": pidfile}, true))
+	a := decodeA2A(t, body)
+	if a.Result.Task == nil {
+		t.Fatalf("spawn on %s: got %s, want a task", gws[0].name, body)
+	}
+	id := a.Result.Task.ID
+	grandchild := fisktest.WaitPIDFile(t, pidfile)
+
+	_, _, body = a2aPost(t, endpoint(gws[1].addr), fleetToken, "GetTask", map[string]any{"id": id})
+	if got := decodeA2A(t, body).Result.a2aWireTask; got.Status.State != "TASK_STATE_WORKING" {
+		t.Fatalf("GetTask of %s's task on %s: got %s, want it working", gws[0].name, gws[1].name, body)
+	}
+	_, _, body = a2aPost(t, endpoint(gws[1].addr), fleetToken, "CancelTask", map[string]any{"id": id})
+	if got := decodeA2A(t, body).Result.a2aWireTask; got.Status.State != "TASK_STATE_CANCELED" {
+		t.Fatalf("CancelTask of %s's task on %s: got %s, want it canceled", gws[0].name, gws[1].name, body)
+	}
+	fisktest.WaitFor(t, 15*time.Second, "the cancelled command's group to be killed", func() bool { return fisktest.ProcessGone(grandchild) })
+	_, _, body = a2aPost(t, endpoint(gws[0].addr), fleetToken, "GetTask", map[string]any{"id": id})
+	if got := decodeA2A(t, body).Result.a2aWireTask; got.Status.State != "TASK_STATE_CANCELED" {
+		t.Errorf("GetTask on %s, which ran it: got %s, want it canceled", gws[0].name, body)
+	}
 }
