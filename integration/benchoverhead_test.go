@@ -416,6 +416,36 @@ func rawMCPEcho(url, name string) func(context.Context) error {
 	}
 }
 
+// rawAgent2AgentEcho is a blocking Agent2Agent SendMessage of echo to
+// the gateway endpoint url, as a plain HTTP client makes it, checked for
+// a completed task with echo's output.
+func rawAgent2AgentEcho(url string) func(context.Context) error {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench","role":"ROLE_USER",` +
+		`"parts":[{"data":{"tool":"echo","arguments":{"message":"hi"}}}]}}}`
+	var buf bytes.Buffer
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		buf.Reset()
+		if _, err := buf.ReadFrom(resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(buf.Bytes(), []byte(`TASK_STATE_COMPLETED`)) || !bytes.Contains(buf.Bytes(), []byte(`"text":"hi\n"`)) {
+			return fmt.Errorf("SendMessage: got %d %s, want a completed task with echo's output", resp.StatusCode, buf.Bytes())
+		}
+		return nil
+	}
+}
+
 // mcpEchoBody is mcpEchoRequest calling the echo tool named name.
 func mcpEchoBody(name string) string {
 	return strings.Replace(mcpEchoRequest, `"name":"echo"`, `"name":`+strconv.Quote(name), 1)
@@ -544,6 +574,10 @@ var overheadGoals = map[string]float64{
 	"mcp_remote_call":        3.0,
 	"mcp_remote_legacy_call": 3.0,
 	"mcp_remote_raw_call":    3.0,
+	"agent2agent_call":       2.0,
+	// The Agent2Agent surface costs at most this much beyond the plain
+	// MCP client's call of the same tool.
+	"agent2agent over mcp_raw": 0.3,
 }
 
 // goalColumn is a row's goal column: "≤ 2.0 met" or "≤ 2.0 over" for a

@@ -249,6 +249,17 @@ type benchReport struct {
 	MCPRawCallRT  float64   `json:"mcp_raw_call_overhead_rt"`
 	MCPRawCallRTs []float64 `json:"mcp_raw_call_overhead_rt_rounds"`
 
+	// Agent2AgentCall is mcp_raw_call's echo called over the gateway's
+	// Agent2Agent surface (a blocking SendMessage, protocol 1.0, by a
+	// plain net/http client); Agent2AgentOverMCPRaw is its overhead less
+	// mcp_raw_call's, per round: the goal is at most 0.3.
+	Agent2AgentCallP50       float64   `json:"agent2agent_call_p50_us"`
+	Agent2AgentCallP99       float64   `json:"agent2agent_call_p99_us"`
+	Agent2AgentCallRT        float64   `json:"agent2agent_call_overhead_rt"`
+	Agent2AgentCallRTs       []float64 `json:"agent2agent_call_overhead_rt_rounds"`
+	Agent2AgentOverMCPRawRT  float64   `json:"agent2agent_call_over_mcp_raw_call_rt"`
+	Agent2AgentOverMCPRawRTs []float64 `json:"agent2agent_call_over_mcp_raw_call_rt_rounds"`
+
 	// MCPRemoteLegacyCall is mcp_remote_call made by the session-based
 	// client of mcp_legacy_call, as the clients in use today make it.
 	MCPRemoteLegacyCallP50 float64   `json:"mcp_remote_legacy_call_p50_us"`
@@ -694,7 +705,7 @@ func TestBenchReport(t *testing.T) {
 	scaled := fleettest.WriteAgentConfig(t, b.demoAgent(t, "scale", scaleSlots))
 	started := startAgentsAtOnce(t, b.home.Env(), fleettest.WriteAgentConfig(t, b.demoAgent(t, "bench", 2)), scaled)
 	agent, procs := started[0], started[1:]
-	gw := startGateway(t, b.home.Env(), b.gatewayConfig(t, "0", "bench"))
+	gw := startGateway(t, b.home.Env(), b.gatewayConfigMCP(t, map[string]any{"agent2agent": map[string]any{}}, "0", "bench"))
 	var base *baseFleet
 	if os.Getenv(benchBaseEnv) == "" && strings.TrimSpace(os.Getenv(benchBaseEnvEnv)) != "" {
 		t.Fatalf("BASE_ENV (%s) sets the base services' environment, and there is no base: give BASE too", benchBaseEnvEnv)
@@ -764,6 +775,7 @@ func TestBenchReport(t *testing.T) {
 	mcpRemote := &benchSeries{name: "mcp_remote_call", run: mcpEcho(mc, "bench_echo"), procs: []benchProc{benchSelf, gwProc, agentProc}}
 	mcpLegacy := &benchSeries{name: "mcp_legacy_call", run: mcpEcho(lc, "echo"), procs: []benchProc{benchSelf, gwProc}}
 	mcpRaw := &benchSeries{name: "mcp_raw_call", run: rawMCPEcho(gw.URL, "echo"), procs: []benchProc{benchSelf, gwProc}}
+	a2aHTTP := &benchSeries{name: "agent2agent_call", run: rawAgent2AgentEcho(strings.TrimSuffix(gw.URL, "/mcp") + "/a2a")}
 	mcpRemoteLegacy := &benchSeries{name: "mcp_remote_legacy_call", run: mcpEcho(lc, "bench_echo"), procs: []benchProc{benchSelf, gwProc, agentProc}}
 	mcpRemoteRaw := &benchSeries{name: "mcp_remote_raw_call", run: rawMCPEcho(gw.URL, "bench_echo"), procs: []benchProc{benchSelf, gwProc, agentProc}}
 	oauthCall := &benchSeries{name: "mcp_oauth_call", run: mcpEcho(oauth, "echo")}
@@ -783,7 +795,7 @@ func TestBenchReport(t *testing.T) {
 	idleHTTPFloor := &benchSeries{name: "http_floor_idle", run: hfloor.run, idle: callFloorIdle}
 	rfloor := remoteFloor(t, b, gw.URL, "bench_echo", floorReq)
 	idleRemoteFloor := &benchSeries{name: "remote_floor_idle", run: rfloor.run, idle: callFloorIdle}
-	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpLegacy, mcpRaw, mcpRemote, mcpRemoteLegacy, mcpRemoteRaw, oauthCall, stream,
+	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpLegacy, mcpRaw, a2aHTTP, mcpRemote, mcpRemoteLegacy, mcpRemoteRaw, oauthCall, stream,
 		floor, idleFloor, hfloor, idleHTTPFloor, rfloor, idleRemoteFloor}
 	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_legacy_call": mcpLegacy, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote,
 		"mcp_remote_legacy_call": mcpRemoteLegacy, "mcp_remote_raw_call": mcpRemoteRaw}
@@ -896,6 +908,18 @@ func TestBenchReport(t *testing.T) {
 		t.Logf("current less base %s, paired by batch, in round trips, with the median's 95 %% interval: %s",
 			bf.BaseRevision, strings.TrimPrefix(sb.String(), ", "))
 	}
+	// The Agent2Agent surface beside the plain MCP client: the same
+	// gateway, tool and rounds, a JSON-RPC POST each.
+	rep.Agent2AgentCallP50, rep.Agent2AgentCallP99 = p(a2aHTTP, 50), p(a2aHTTP, 99)
+	rep.Agent2AgentCallRTs = roundOverheads(a2aHTTP, direct, floor)
+	rep.Agent2AgentCallRT = median(rep.Agent2AgentCallRTs)
+	for i, rt := range rep.Agent2AgentCallRTs {
+		rep.Agent2AgentOverMCPRawRTs = append(rep.Agent2AgentOverMCPRawRTs, round(rt-rep.MCPRawCallRTs[i], 3))
+	}
+	rep.Agent2AgentOverMCPRawRT = median(rep.Agent2AgentOverMCPRawRTs)
+	rows = append(rows,
+		overheadRow{"agent2agent_call", rep.Agent2AgentCallP50, rep.Agent2AgentCallP99, rep.Agent2AgentCallRT, rep.Agent2AgentCallRTs},
+		overheadRow{name: "agent2agent over mcp_raw", rt: rep.Agent2AgentOverMCPRawRT, rts: rep.Agent2AgentOverMCPRawRTs})
 	rows = append(rows, overheadRow{name: "call_floor", p50: rep.CallFloorP50, p99: rep.CallFloorP99})
 	rep.CallFloorIdleMS = float64(callFloorIdle) / float64(time.Millisecond)
 	rep.CallFloorIdleP50, rep.CallFloorIdleP99 = p(idleFloor, 50), p(idleFloor, 99)

@@ -326,6 +326,12 @@ func startRemoteFleet(tb testing.TB) *remoteFleet {
 // serves fiskdemo locally except getenv and cluster_*, and imports hosts.
 func (b *bus) gatewayConfig(tb testing.TB, refresh string, hosts ...string) string {
 	tb.Helper()
+	return b.gatewayConfigMCP(tb, map[string]any{}, refresh, hosts...)
+}
+
+// gatewayConfigMCP is gatewayConfig with mcp as expose.agent.mcp.
+func (b *bus) gatewayConfigMCP(tb testing.TB, mcp map[string]any, refresh string, hosts ...string) string {
+	tb.Helper()
 	remote := make([]map[string]any, len(hosts))
 	for i, h := range hosts {
 		remote[i] = map[string]any{"host": h}
@@ -339,7 +345,7 @@ func (b *bus) gatewayConfig(tb testing.TB, refresh string, hosts ...string) stri
 		ApplicationPath: fleettest.FiskDemo(tb),
 		NATSContext:     fleetContext,
 		ExcludeTools:    []string{"getenv", "cluster_*"},
-		MCP:             map[string]any{},
+		MCP:             mcp,
 		Extra:           extra,
 	})
 }
