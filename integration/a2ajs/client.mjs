@@ -29,15 +29,10 @@ if (version === '0.3') {
   client = new Client(new LegacyJsonRpcTransport({ endpoint: v03.url }), card);
 }
 
-const message = (parts) => ({
-  messageId: crypto.randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER,
-  parts, metadata: undefined, extensions: [], referenceTaskIds: [],
-});
-const call = (tool, args) => message([{ content: { $case: 'data', value: { tool, arguments: args } }, metadata: undefined }]);
-const request = (msg, returnImmediately = false) => ({
-  tenant: '', message: msg, metadata: undefined,
-  configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately },
-});
+// Messages as the README writes them: only the members a call needs.
+const message = (parts) => ({ messageId: crypto.randomUUID(), role: Role.ROLE_USER, parts });
+const call = (tool, args) => message([{ content: { $case: 'data', value: { tool, arguments: args } } }]);
+const request = (msg, returnImmediately = false) => (returnImmediately ? { message: msg, configuration: { returnImmediately } } : { message: msg });
 const stateName = (s) => TaskState[s] ?? String(s);
 // parts as plain JSON: {text} or {data}.
 const plain = (parts) => (parts ?? []).map((p) => p.content?.$case === 'text' ? { text: p.content.value } : p.content?.$case === 'data' ? { data: p.content.value } : { other: p.content?.$case });
@@ -57,7 +52,7 @@ try {
       break;
     }
     case 'text':
-      out.result = result(await client.sendMessage(request(message([{ content: { $case: 'text', value: 'please echo hello' }, metadata: undefined }]))));
+      out.result = result(await client.sendMessage(request(message([{ content: { $case: 'text', value: 'please echo hello' } }]))));
       break;
     case 'stream': {
       out.events = [];
