@@ -115,7 +115,10 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	// calls the drain let finish are recorded, and before the connection
 	// closes, so the records are flushed. The deferred Close covers the
 	// error paths; a second Close is a no-op.
-	pub := audit.NewPublisher(nc, audit.PublisherConfig{Subject: cfg.AuditSubject(), Logger: log})
+	pub, err := audit.OpenPublisher(nc, audit.ConfigOf(cfg, log))
+	if err != nil {
+		return fmt.Errorf("%s: audit.spool_dir: %w", cfg.File, err)
+	}
 	defer closeAudit(pub, c.DrainTimeout, cfg.Identity, log)
 	sc.Audit = pub
 	if a := cfg.Approvals; a != nil && a.Operator {

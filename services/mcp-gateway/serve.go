@@ -158,7 +158,10 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	// instance names this process on the approval subjects and in its
 	// audit records.
 	instance := nuid.Next()
-	trail := audit.NewPublisher(nc, audit.PublisherConfig{Subject: cfg.AuditSubject(), Logger: log})
+	trail, err := audit.OpenPublisher(nc, audit.ConfigOf(cfg, log))
+	if err != nil {
+		return fmt.Errorf("%s: audit.spool_dir: %w", cfg.File, err)
+	}
 	// Closed after serving has stopped, so the last calls are recorded,
 	// and before the connection closes, so they are flushed.
 	defer closeAudit(trail, cfg.Identity, log)

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,6 +11,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/fiskfleet/fiskfleet/shared/config"
 )
 
 // DefaultBuffer is how many records a [Publisher] holds before a new one
@@ -35,7 +40,24 @@ type PublisherConfig struct {
 	// level, with the record) and, without a connection, every record (at
 	// info level); nil means slog.Default().
 	Logger *slog.Logger
+	// SpoolDir (audit.spool_dir), when set, keeps on disk every record
+	// that cannot be published now (the bus away, the stream not
+	// answering), in order, and publishes them when it can, this run or
+	// the next: the trail then has no holes. Empty keeps today's
+	// behaviour: such a record is logged.
+	SpoolDir string
+	// SpoolMax bounds the spool's bytes (audit.spool_max); 0 means
+	// [DefaultSpoolMax].
+	SpoolMax int64
 }
+
+// spoolRetry is how often a publisher with a spool tries again to publish
+// what it holds while no new record comes.
+const spoolRetry = time.Second
+
+// deliverTimeout bounds one record's publication, with its
+// acknowledgement, before it goes to the spool.
+const deliverTimeout = 2 * time.Second
 
 // Publisher publishes audit records on NATS from one goroutine, so a call
 // never waits for the trail. It is safe for concurrent use. A nil
@@ -55,6 +77,12 @@ type Publisher struct {
 	// mu guards closed and orders every send on ch before its close.
 	mu     sync.RWMutex
 	closed bool
+
+	// spool holds what could not be published, when SpoolDir is set; js
+	// publishes with the stream's acknowledgement. Both are the
+	// goroutine's.
+	spool *spool
+	js    jetstream.JetStream
 }
 
 // NewPublisher starts a publisher on nc, which the caller owns: it must
@@ -63,6 +91,23 @@ type Publisher struct {
 // info level ("audit record", with the record as JSON) instead: the trail
 // of a service run without NATS.
 func NewPublisher(nc *nats.Conn, cfg PublisherConfig) *Publisher {
+	p, err := OpenPublisher(nc, cfg)
+	if err != nil {
+		cfg.SpoolDir = ""
+		p, _ = OpenPublisher(nc, cfg)
+		p.log.Error("audit records that cannot be published will be logged, not spooled", "error", err)
+	}
+	return p
+}
+
+// OpenPublisher is [NewPublisher], refusing a spool that cannot be used
+// (SpoolDir not writable, every slot held) instead of running without.
+// With a spool, a record counts as published once a JetStream stream on
+// its subject acknowledged it (each carries a Nats-Msg-Id, so the
+// stream's duplicate window drops one published twice, before a crash
+// and again from the spool); with no stream on the subject, once it was
+// published and the connection flushed, the best core NATS gives.
+func OpenPublisher(nc *nats.Conn, cfg PublisherConfig) (*Publisher, error) {
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = DefaultBuffer
 	}
@@ -76,8 +121,37 @@ func NewPublisher(nc *nats.Conn, cfg PublisherConfig) *Publisher {
 		ch:      make(chan *Record, cfg.Buffer),
 		done:    make(chan struct{}),
 	}
+	if cfg.SpoolDir != "" && nc != nil {
+		sp, err := openSpool(cfg.SpoolDir, cfg.SpoolMax, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			sp.close()
+			return nil, fmt.Errorf("audit spool: %w", err)
+		}
+		p.spool, p.js = sp, js
+	}
 	go p.run()
-	return p
+	return p, nil
+}
+
+// Spooled is how many records wait in the spool now.
+func (p *Publisher) Spooled() int64 {
+	if p == nil || p.spool == nil {
+		return 0
+	}
+	return p.spool.held.Load()
+}
+
+// SpoolDropped is how many records were lost because the spool was full
+// (audit.spool_max).
+func (p *Publisher) SpoolDropped() uint64 {
+	if p == nil || p.spool == nil {
+		return 0
+	}
+	return p.spool.dropped.Load()
 }
 
 // Publish hands r to the publisher, which owns it from then on. It never
@@ -107,8 +181,9 @@ func (p *Publisher) enqueue(r *Record) string {
 	}
 }
 
-// Close stops intake, publishes what is buffered and flushes the
-// connection, all within ctx. If ctx ends first, the records still
+// Close stops intake, publishes what is buffered (with a spool, what is
+// spooled too: records it cannot publish within ctx stay in the spool for
+// the next run) and flushes the connection, all within ctx. If ctx ends first, the records still
 // buffered are logged at error level instead and Close returns an error
 // wrapping [ErrUnpublished]; the goroutine then ends once the publish it
 // may be blocked in returns (the connection moves again or is closed).
@@ -146,6 +221,10 @@ func (p *Publisher) Close(ctx context.Context) error {
 
 func (p *Publisher) run() {
 	defer close(p.done)
+	if p.spool != nil {
+		p.runSpooled()
+		return
+	}
 	for r := range p.ch {
 		if p.abandon.Load() {
 			p.lost(r, "closing timed out", nil)
@@ -155,21 +234,121 @@ func (p *Publisher) run() {
 	}
 }
 
-// emit bounds, encodes, validates ([Record.conforms], then the schema
-// when that is not enough) and publishes one record.
-func (p *Publisher) emit(r *Record) {
+// runSpooled is run with a spool: a record goes out only behind the ones
+// spooled before it, so the trail keeps call order, and what is spooled
+// is tried again every spoolRetry. Records still spooled at Close stay
+// on disk for the next run.
+func (p *Publisher) runSpooled() {
+	defer p.spool.close()
+	p.drain()
+	retry := time.NewTicker(spoolRetry)
+	defer retry.Stop()
+	for {
+		select {
+		case r, ok := <-p.ch:
+			if !ok {
+				// Close waits, within its context, for the spool to
+				// empty; what is left stays on disk.
+				for !p.abandon.Load() && !p.spool.empty() {
+					if p.drain(); !p.spool.empty() {
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+				if n := p.spool.held.Load(); n > 0 {
+					p.log.Warn("audit records left in the spool for the next run", "dir", p.spool.dir, "records", n)
+				}
+				return
+			}
+			data, ok := p.encode(r)
+			if !ok {
+				continue
+			}
+			id := nuid.Next()
+			if p.spool.empty() && !p.abandon.Load() && p.deliver(r, id, data) == nil {
+				continue
+			}
+			if err := p.spool.add(id, data); err != nil {
+				p.lost(r, "spool", err)
+			} else if !p.abandon.Load() {
+				p.drain()
+			}
+		case <-retry.C:
+			p.drain()
+		}
+	}
+}
+
+// drain publishes spooled records, oldest first, until one fails.
+func (p *Publisher) drain() {
+	for {
+		id, data, ok := p.spool.peek()
+		if !ok {
+			return
+		}
+		if p.deliver(nil, id, data) != nil {
+			return
+		}
+		p.spool.pop()
+	}
+}
+
+// deliver publishes one record with its message id, acknowledged by the
+// stream on its subject, or flushed when none answers for it. r, when
+// known, picks the subject; a spooled record goes to the configured one,
+// or to its identity's.
+func (p *Publisher) deliver(r *Record, id string, data []byte) error {
+	if !p.nc.IsConnected() {
+		return nats.ErrConnectionClosed
+	}
+	subject := p.subject
+	if subject == "" {
+		if r == nil {
+			var head struct {
+				Identity string `json:"identity"`
+			}
+			_ = json.Unmarshal(data, &head)
+			r = &Record{Identity: head.Identity}
+		}
+		subject = p.subjectFor(r)
+	}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{id}}}
+	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
+	defer cancel()
+	_, err := p.js.PublishMsg(ctx, msg)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		// No stream on the subject: core subscribers only.
+		if err = p.nc.PublishMsg(msg); err == nil {
+			err = p.nc.FlushWithContext(ctx)
+		}
+	}
+	return err
+}
+
+// encode bounds, encodes and validates r ([Record.conforms], then the
+// schema when that is not enough), logging one that cannot go.
+func (p *Publisher) encode(r *Record) ([]byte, bool) {
 	r.bound(time.Now())
 	data, err := marshal(r)
 	if err != nil {
 		p.lost(r, "encoding", err)
-		return
+		return nil, false
 	}
 	if !r.conforms() {
 		// Only the schema can say what is wrong, or that nothing is.
 		if err := Validate(data); err != nil {
 			p.log.Error("audit record not published", "reason", "invalid", "error", err, "record", json.RawMessage(data))
-			return
+			return nil, false
 		}
+	}
+	return data, true
+}
+
+// emit encodes and validates ([Publisher.encode]) and publishes one
+// record, without a spool.
+func (p *Publisher) emit(r *Record) {
+	data, ok := p.encode(r)
+	if !ok {
+		return
 	}
 	if p.nc == nil {
 		p.log.Info("audit record", "record", json.RawMessage(data))
@@ -209,4 +388,13 @@ func (p *Publisher) subjectFor(r *Record) string {
 		return p.subject
 	}
 	return Subject(r.Identity)
+}
+
+// ConfigOf is the publisher configuration of c's audit key.
+func ConfigOf(c *config.Config, log *slog.Logger) PublisherConfig {
+	pc := PublisherConfig{Subject: c.AuditSubject(), Logger: log}
+	if a := c.Audit; a != nil {
+		pc.SpoolDir, pc.SpoolMax = a.SpoolDir, a.SpoolMax
+	}
+	return pc
 }

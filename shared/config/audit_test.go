@@ -14,6 +14,9 @@ func TestAuditRefusals(t *testing.T) {
 		{"empty token", "identity: ops\naudit: {subject: 'ops..audit'}\n", "audit.subject", "empty tokens"},
 		{"space in subject", "identity: ops\naudit: {subject: 'ops audit'}\n", "audit.subject", "fix audit.subject"},
 		{"unknown arguments mode", "identity: ops\naudit: {arguments: none}\n", "audit.arguments", `audit.arguments "none" is not one of full, digest`},
+		{"relative spool", "identity: ops\naudit: {spool_dir: spool}\n", "audit.spool_dir", "is not an absolute path"},
+		{"negative spool bound", "identity: ops\naudit: {spool_dir: /var/spool/x, spool_max: -1}\n", "audit.spool_max", "at least 0"},
+		{"bound without spool", "identity: ops\naudit: {spool_max: 1000}\n", "audit.spool_max", "without audit.spool_dir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { checkRefusal(t, ModeInfo, tt.yaml, tt.wantKey, tt.wantMsg) })

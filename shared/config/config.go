@@ -353,6 +353,14 @@ type Audit struct {
 	// AuditArgumentsDigest (only the SHA-256 digest of the canonical
 	// arguments, for arguments that may hold secrets).
 	Arguments string `yaml:"arguments"`
+	// SpoolDir, an absolute path, keeps on disk the records that cannot
+	// be published while the bus or the stream is away, and publishes
+	// them, in order, when it is back (this run or the next); empty
+	// logs them instead. Each process takes a slot of its own below it.
+	SpoolDir string `yaml:"spool_dir"`
+	// SpoolMax bounds each slot's bytes; 0 means 64 MiB. A full spool
+	// keeps the oldest records and refuses (and logs) new ones.
+	SpoolMax int64 `yaml:"spool_max"`
 }
 
 // Approvals is the approvals key: a human operator, reached over NATS,

@@ -354,6 +354,15 @@ func (v *validator) audit(a *Audit) {
 	default:
 		v.fail("audit.arguments", fmt.Sprintf("audit.arguments %q is not one of %s, %s: fix audit.arguments", a.Arguments, AuditArgumentsFull, AuditArgumentsDigest))
 	}
+	if a.SpoolDir != "" && !filepath.IsAbs(a.SpoolDir) {
+		v.fail("audit.spool_dir", fmt.Sprintf("audit.spool_dir %q is not an absolute path: give one, such as /var/lib/fiskfleet/audit-spool", a.SpoolDir))
+	}
+	if a.SpoolMax < 0 {
+		v.fail("audit.spool_max", fmt.Sprintf("audit.spool_max must be a number of bytes, at least 0, got %d: fix it, or leave it out for 64 MiB", a.SpoolMax))
+	}
+	if a.SpoolMax > 0 && a.SpoolDir == "" {
+		v.fail("audit.spool_max", "audit.spool_max is set without audit.spool_dir: set audit.spool_dir to spool records, or remove audit.spool_max")
+	}
 }
 
 // approvals checks the approvals key; m is expose.agent.mcp, nil when the
