@@ -578,6 +578,9 @@ var overheadGoals = map[string]float64{
 	// The Agent2Agent surface costs at most this much beyond the plain
 	// MCP client's call of the same tool.
 	"agent2agent over mcp_raw": 0.3,
+	"mcp_raw_call_guarded":     2.0,
+	// A rate limit and an audit spool cost a call at most this much.
+	"guarded over mcp_raw": 0.1,
 }
 
 // goalColumn is a row's goal column: "≤ 2.0 met" or "≤ 2.0 over" for a

@@ -260,6 +260,17 @@ type benchReport struct {
 	Agent2AgentOverMCPRawRT  float64   `json:"agent2agent_call_over_mcp_raw_call_rt"`
 	Agent2AgentOverMCPRawRTs []float64 `json:"agent2agent_call_over_mcp_raw_call_rt_rounds"`
 
+	// MCPRawGuarded is mcp_raw_call on a gateway whose policy sets a
+	// rate (never reached) and whose audit has a spool (never needed):
+	// MCPRawGuardedOverRaw is what the rate limiter and the spool add to
+	// a call, per round; the goal is at most 0.1.
+	MCPRawGuardedP50        float64   `json:"mcp_raw_call_guarded_p50_us"`
+	MCPRawGuardedP99        float64   `json:"mcp_raw_call_guarded_p99_us"`
+	MCPRawGuardedRT         float64   `json:"mcp_raw_call_guarded_overhead_rt"`
+	MCPRawGuardedRTs        []float64 `json:"mcp_raw_call_guarded_overhead_rt_rounds"`
+	MCPRawGuardedOverRawRT  float64   `json:"mcp_raw_call_guarded_over_mcp_raw_call_rt"`
+	MCPRawGuardedOverRawRTs []float64 `json:"mcp_raw_call_guarded_over_mcp_raw_call_rt_rounds"`
+
 	// MCPRemoteLegacyCall is mcp_remote_call made by the session-based
 	// client of mcp_legacy_call, as the clients in use today make it.
 	MCPRemoteLegacyCallP50 float64   `json:"mcp_remote_legacy_call_p50_us"`
@@ -776,6 +787,15 @@ func TestBenchReport(t *testing.T) {
 	mcpLegacy := &benchSeries{name: "mcp_legacy_call", run: mcpEcho(lc, "echo"), procs: []benchProc{benchSelf, gwProc}}
 	mcpRaw := &benchSeries{name: "mcp_raw_call", run: rawMCPEcho(gw.URL, "echo"), procs: []benchProc{benchSelf, gwProc}}
 	a2aHTTP := &benchSeries{name: "agent2agent_call", run: rawAgent2AgentEcho(strings.TrimSuffix(gw.URL, "/mcp") + "/a2a")}
+	// A gateway with a rate limit (one no call reaches) and an audit
+	// spool, beside the plain one: what the two cost a call when nothing
+	// is limited and the bus is up.
+	guardedGW := startGateway(t, b.home.Env(), fleettest.WriteAgentConfig(t, fleettest.Agent{
+		Identity: "guarded", ApplicationPath: fleettest.FiskDemo(t), NATSContext: fleetContext,
+		MCP:   map[string]any{"policy": map[string]any{"roles": map[string]any{"default": map[string]any{"rate": "1000000/s", "tool_rates": map[string]any{"echo": "1000000/s"}}}}},
+		Extra: map[string]any{"audit": map[string]any{"spool_dir": t.TempDir()}},
+	}))
+	mcpRawGuarded := &benchSeries{name: "mcp_raw_call_guarded", run: rawMCPEcho(guardedGW.URL, "echo")}
 	mcpRemoteLegacy := &benchSeries{name: "mcp_remote_legacy_call", run: mcpEcho(lc, "bench_echo"), procs: []benchProc{benchSelf, gwProc, agentProc}}
 	mcpRemoteRaw := &benchSeries{name: "mcp_remote_raw_call", run: rawMCPEcho(gw.URL, "bench_echo"), procs: []benchProc{benchSelf, gwProc, agentProc}}
 	oauthCall := &benchSeries{name: "mcp_oauth_call", run: mcpEcho(oauth, "echo")}
@@ -795,7 +815,7 @@ func TestBenchReport(t *testing.T) {
 	idleHTTPFloor := &benchSeries{name: "http_floor_idle", run: hfloor.run, idle: callFloorIdle}
 	rfloor := remoteFloor(t, b, gw.URL, "bench_echo", floorReq)
 	idleRemoteFloor := &benchSeries{name: "remote_floor_idle", run: rfloor.run, idle: callFloorIdle}
-	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpLegacy, mcpRaw, a2aHTTP, mcpRemote, mcpRemoteLegacy, mcpRemoteRaw, oauthCall, stream,
+	calls := []*benchSeries{direct, guarded, a2aCall, mcpCall, mcpLegacy, mcpRaw, a2aHTTP, mcpRawGuarded, mcpRemote, mcpRemoteLegacy, mcpRemoteRaw, oauthCall, stream,
 		floor, idleFloor, hfloor, idleHTTPFloor, rfloor, idleRemoteFloor}
 	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_legacy_call": mcpLegacy, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote,
 		"mcp_remote_legacy_call": mcpRemoteLegacy, "mcp_remote_raw_call": mcpRemoteRaw}
@@ -917,9 +937,18 @@ func TestBenchReport(t *testing.T) {
 		rep.Agent2AgentOverMCPRawRTs = append(rep.Agent2AgentOverMCPRawRTs, round(rt-rep.MCPRawCallRTs[i], 3))
 	}
 	rep.Agent2AgentOverMCPRawRT = median(rep.Agent2AgentOverMCPRawRTs)
+	rep.MCPRawGuardedP50, rep.MCPRawGuardedP99 = p(mcpRawGuarded, 50), p(mcpRawGuarded, 99)
+	rep.MCPRawGuardedRTs = roundOverheads(mcpRawGuarded, direct, floor)
+	rep.MCPRawGuardedRT = median(rep.MCPRawGuardedRTs)
+	for i, rt := range rep.MCPRawGuardedRTs {
+		rep.MCPRawGuardedOverRawRTs = append(rep.MCPRawGuardedOverRawRTs, round(rt-rep.MCPRawCallRTs[i], 3))
+	}
+	rep.MCPRawGuardedOverRawRT = median(rep.MCPRawGuardedOverRawRTs)
 	rows = append(rows,
 		overheadRow{"agent2agent_call", rep.Agent2AgentCallP50, rep.Agent2AgentCallP99, rep.Agent2AgentCallRT, rep.Agent2AgentCallRTs},
-		overheadRow{name: "agent2agent over mcp_raw", rt: rep.Agent2AgentOverMCPRawRT, rts: rep.Agent2AgentOverMCPRawRTs})
+		overheadRow{name: "agent2agent over mcp_raw", rt: rep.Agent2AgentOverMCPRawRT, rts: rep.Agent2AgentOverMCPRawRTs},
+		overheadRow{"mcp_raw_call_guarded", rep.MCPRawGuardedP50, rep.MCPRawGuardedP99, rep.MCPRawGuardedRT, rep.MCPRawGuardedRTs},
+		overheadRow{name: "guarded over mcp_raw", rt: rep.MCPRawGuardedOverRawRT, rts: rep.MCPRawGuardedOverRawRTs})
 	rows = append(rows, overheadRow{name: "call_floor", p50: rep.CallFloorP50, p99: rep.CallFloorP99})
 	rep.CallFloorIdleMS = float64(callFloorIdle) / float64(time.Millisecond)
 	rep.CallFloorIdleP50, rep.CallFloorIdleP99 = p(idleFloor, 50), p(idleFloor, 99)
