@@ -51,11 +51,15 @@ type approverFlags struct {
 	// As is a claim written into the answer and the audit trail. NATS
 	// permissions, not this name, decide who may answer.
 	As string `help:"Approver name for the answer and the audit trail (default: your user name@host). It is a claim: who may answer at all is decided by NATS publish permission on choria.fisk-ai.approval.*.answer.>." env:"A2A_AGENT_APPROVER"`
+	// NKey signs the answer: proof of who answered, which an agent
+	// listing its approvers' keys (approvals.approvers[].nkey) requires.
+	NKey string `name:"nkey" help:"File of your nkey seed (SU...) to sign answers with; agents that list approvers' keys take only signed answers, and name you by your key (default: the nats context's nkey setting)." env:"A2A_AGENT_NKEY" type:"path"`
 }
 
 // approver is the name given with --as, or the OS user name at the host,
-// with the NATS user nc connected as, if any.
-func (f approverFlags) approver(nc *nats.Conn) approval.Approver {
+// with the NATS user nc connected as, if any, and the signer of --nkey
+// or of the nats context's nkey setting.
+func (f approverFlags) approver(nc *nats.Conn, natsContext string) (approval.Approver, error) {
 	name := f.As
 	if name == "" {
 		name = "unknown"
@@ -66,7 +70,24 @@ func (f approverFlags) approver(nc *nats.Conn) approval.Approver {
 			name += "@" + host
 		}
 	}
-	return approval.Approver{Name: name, NATSUser: approval.ConnUser(nc)}
+	a := approval.Approver{Name: name, NATSUser: approval.ConnUser(nc)}
+	file := f.NKey
+	if file == "" {
+		// A context that cannot be read connected nc already; one
+		// without an nkey leaves the answer unsigned.
+		file, _ = natsconn.NKeyFile(natsContext)
+	}
+	if file == "" {
+		return a, nil
+	}
+	seed, err := os.ReadFile(file)
+	if err != nil {
+		return a, fmt.Errorf("--nkey: %w", err)
+	}
+	if a.Signer, err = approval.ParseSigner(seed); err != nil {
+		return a, fmt.Errorf("--nkey %s: %w", file, err)
+	}
+	return a, nil
 }
 
 type approvalsLsCmd struct {
@@ -131,7 +152,11 @@ func (c *answerFlags) answer(ctx context.Context, log *slog.Logger, e env, appro
 	if c.Digest != "" {
 		req.Digest = c.Digest
 	}
-	if _, err := approval.Answer(ctx, nc, req, approve, c.approver(nc), reason); err != nil {
+	who, err := c.approver(nc, c.Context)
+	if err != nil {
+		return err
+	}
+	if _, err := approval.Answer(ctx, nc, req, approve, who, reason); err != nil {
 		return err
 	}
 	verb := "denied"
@@ -217,7 +242,10 @@ func (c *approvalsWatchCmd) prompt(ctx context.Context, nc *nats.Conn, e env, in
 			}
 		}
 	}()
-	who := c.approver(nc)
+	who, err := c.approver(nc, c.Context)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(e.stderr, "watching approval requests as %s; answer each with y, or n and a reason\n", who.Name)
 
 	var (

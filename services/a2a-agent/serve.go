@@ -129,7 +129,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		broker, err := approval.NewBroker(nc, approval.Options{
 			Identity: cfg.Identity,
 			Instance: sc.Instance,
-			Config:   approval.Config{Operator: true, Timeout: a.Timeout.Duration, SelfApproval: a.SelfApproval},
+			Config:   approval.Config{Operator: true, Timeout: a.Timeout.Duration, SelfApproval: a.SelfApproval, Signers: a.Signers()},
 			Logger:   log,
 		})
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -215,7 +216,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		broker, err = approval.NewBroker(nc, approval.Options{
 			Identity: cfg.Identity,
 			Instance: instance,
-			Config:   approval.Config{Operator: true, Timeout: a.Timeout.Duration, SelfApproval: a.SelfApproval},
+			Config:   approval.Config{Operator: true, Timeout: a.Timeout.Duration, SelfApproval: a.SelfApproval, Signers: a.Signers()},
 			Logger:   log,
 		})
 		if err != nil {
@@ -366,11 +367,15 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 // gateway's URL of /mcp under OAuth, which names the page's callback.
 func approvalsPage(cfg *config.Config, nc *nats.Conn, resource string, pol *policy.Policy, e env, log *slog.Logger) (*approvalweb.Page, error) {
 	a := cfg.Approvals
-	if a == nil || !a.Operator || (len(a.Approvers) == 0 && a.Web == nil) {
+	if a == nil || !a.Operator || (!slices.ContainsFunc(a.Approvers, func(ap config.Approver) bool { return ap.TokenEnv != "" }) && a.Web == nil) {
 		return nil, nil
 	}
 	pc := approvalweb.Config{NATS: nc, Logger: log}
 	for i, ap := range a.Approvers {
+		if ap.TokenEnv == "" {
+			// An approver who signs answers over NATS only.
+			continue
+		}
 		v, ok := e.lookupEnv(ap.TokenEnv)
 		if !ok || strings.TrimSpace(v) == "" {
 			return nil, fmt.Errorf("%s: approvals.approvers[%d].token_env names %s, which is not set: export it with %s's token", cfg.File, i, ap.TokenEnv, ap.Name)

@@ -123,6 +123,7 @@ type Broker struct {
 	instance     string
 	timeout      time.Duration
 	selfApproval bool
+	signers      map[string]string
 	maxPending   int
 	log          *slog.Logger
 	onEvent      func(Event, Request)
@@ -184,6 +185,7 @@ func NewBroker(nc *nats.Conn, opts Options) (*Broker, error) {
 		instance:     opts.Instance,
 		timeout:      cfg.Timeout,
 		selfApproval: cfg.SelfApproval,
+		signers:      cfg.Signers,
 		maxPending:   opts.MaxPending,
 		log:          opts.Logger,
 		onEvent:      opts.OnEvent,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 )
@@ -26,11 +27,17 @@ const DefaultAnswerTimeout = 10 * time.Second
 // Approver is who answers, as the answering client claims it: a name (an
 // operator's user name, a verified token's subject) and the NATS user it
 // connected as, when it knows. Neither is proof: NATS subject permissions
-// decide who may answer at all. Both are compared with the caller's names
-// for the four-eyes rule.
+// decide who may answer at all, and Signer, the approver's nkey, proves
+// who answered to an instance that lists approvers' keys (which then
+// names the approver by the key). The names are compared with the
+// caller's for the four-eyes rule.
 type Approver struct {
 	Name     string
 	NATSUser string
+	// Signer, when set, signs the answer with the approver's nkey: the
+	// proof an instance listing its approvers' keys requires
+	// ([Config.Signers]).
+	Signer nkeys.KeyPair
 }
 
 // ConnUser returns the user nc connected as, when it connected with a user
@@ -166,6 +173,11 @@ func Answer(ctx context.Context, nc *nats.Conn, req Request, approve bool, appro
 	a := AnswerMessage{ID: req.ID, Digest: req.Digest, Decision: DecisionDeny, Approver: approver.Name, NATSUser: approver.NATSUser, Reason: reason}
 	if approve {
 		a.Decision = DecisionApprove
+	}
+	if approver.Signer != nil {
+		if err := sign(approver.Signer, req.Identity, req.Instance, &a); err != nil {
+			return Reply{}, fmt.Errorf("answering approval %s: signing: %w", req.ID, err)
+		}
 	}
 	data, err := encode(KindAnswer, a)
 	if err != nil {

@@ -27,6 +27,10 @@ type Config struct {
 	// themselves. Off (the default) is the four-eyes rule: somebody other
 	// than the caller must approve.
 	SelfApproval bool
+	// Signers, when set, are the approvers by public user nkey (key →
+	// name): only answers signed with one of these keys are taken, and
+	// the approver is the key's name (approvals.approvers[].nkey).
+	Signers map[string]string
 }
 
 // withDefaults returns c with zero fields set to their defaults.

@@ -54,7 +54,12 @@
 // # Who may answer
 //
 // The approver an answer names is a claim, like an A2A sender: the CLI
-// fills it from --as or the operator's user name, and nothing checks it.
+// fills it from --as or the operator's user name, and nothing checks it,
+// unless the instance lists its approvers' public nkeys
+// ([Config.Signers], approvals.approvers[].nkey): it then takes only
+// answers signed by one of them, over the request's identity, instance,
+// id, digest, decision and reason (sign.go), and names the approver by
+// the key.
 // Who may answer at all is decided by NATS subject permissions: only a
 // user with publish permission on the answer subjects
 // (choria.fisk-ai.approval.*.answer.>, [AnswersPermission]) can reach a

@@ -120,6 +120,11 @@ type AnswerMessage struct {
 	NATSUser string `json:"nats_user,omitempty"`
 	// Reason says why, for the audit trail and the caller.
 	Reason string `json:"reason,omitempty"`
+	// Key and Signature, when the approver signs, are its public user
+	// nkey and its signature of the answer (see sign.go): proof of who
+	// answered, which an instance with [Config.Signers] requires.
+	Key       string `json:"key,omitempty"`
+	Signature string `json:"signature,omitempty"`
 }
 
 // Refusal is why an answer was refused, a stable code in [Reply.Refusal].
@@ -147,6 +152,15 @@ const (
 	RefusedSelfApproval Refusal = "self_approval"
 	// RefusedClosed is an answer that reached an instance while it stopped.
 	RefusedClosed Refusal = "closed"
+	// RefusedUnsigned is an answer without a signature, to an instance
+	// that lists its approvers' keys. The request still waits.
+	RefusedUnsigned Refusal = "unsigned"
+	// RefusedUnknownSigner is an answer signed with a key the instance
+	// does not list.
+	RefusedUnknownSigner Refusal = "unknown_signer"
+	// RefusedBadSignature is an answer whose signature does not verify:
+	// forged, tampered with, or made for another request.
+	RefusedBadSignature Refusal = "bad_signature"
 )
 
 // Reply is the instance's reply to an answer

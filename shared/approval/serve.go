@@ -2,6 +2,7 @@ package approval
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -113,6 +114,19 @@ func (b *Broker) take(a AnswerMessage) Reply {
 	w, ok := b.pending[a.ID]
 	if !ok {
 		return b.refuseEnded(a)
+	}
+	if len(b.signers) > 0 {
+		name, err := verify(b.signers, b.identity, b.instance, a)
+		switch {
+		case errors.Is(err, errUnsigned):
+			return refuse(RefusedUnsigned, "the answer to request %s is not signed, and this instance takes only answers signed with a key of approvals.approvers[].nkey: answer with a2a-agent approvals --nkey SEED_FILE", a.ID)
+		case errors.Is(err, errUnknownSigner):
+			return refuse(RefusedUnknownSigner, "the answer to request %s is signed with %s, which approvals.approvers does not list", a.ID, a.Key)
+		case err != nil:
+			return refuse(RefusedBadSignature, "the signature of the answer to request %s does not verify (forged, altered, or made for another request): %v", a.ID, err)
+		}
+		// Who answered is who signed; the claimed name goes.
+		a.Approver = name
 	}
 	switch {
 	case !now.Before(w.deadline):

@@ -56,7 +56,9 @@ func TestValidateAccessRefusals(t *testing.T) {
 		{"approver token env", withMCP("") + "approvals: {operator: true, approvers: [{name: ann, token_env: 'A-B'}]}\n", "approvals.approvers[0].token_env", "is not an environment variable name"},
 		{"approvals web without auth", withMCP("") + "approvals: {operator: true, web: {client_id: page}}\n", "approvals.web", "add expose.agent.mcp.auth"},
 		{"approvals web without client", withMCP("auth: {issuer: 'https://id.example.com'}") + "approvals: {operator: true, web: {}}\n", "approvals.web.client_id", "approvals.web.client_id is required"},
-		{"approvers with auth", withMCP("auth: {issuer: 'https://id.example.com'}") + "approvals: {operator: true, approvers: [{name: ann, token_env: A}]}\n", "approvals.approvers", "remove approvals.approvers"},
+		{"approvers with auth", withMCP("auth: {issuer: 'https://id.example.com'}") + "approvals: {operator: true, approvers: [{name: ann, token_env: A}]}\n", "approvals.approvers", "remove their token_env"},
+		{"approver with neither", withMCP("") + "approvals: {operator: true, approvers: [{name: ann}]}\n", "approvals.approvers[0].token_env", "needs token_env"},
+		{"approver nkey", withMCP("") + "approvals: {operator: true, approvers: [{name: ann, nkey: SUABC}]}\n", "approvals.approvers[0].nkey", "is not a public user nkey"},
 		{"approvals without nats", "identity: ops\napplication_path: /bin/app\nexpose: {agent: {mcp: {}}}\napprovals: {operator: true}\n", "nats_context", "approvals.operator reaches operators over NATS"},
 		{"audit arguments", withMCP("") + "audit: {arguments: none}\n", "audit.arguments", `audit.arguments "none" is not one of full, digest`},
 	}

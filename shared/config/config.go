@@ -384,12 +384,35 @@ type Approvals struct {
 	Web *ApprovalsWeb `yaml:"web"`
 }
 
-// Approver is one entry of approvals.approvers.
+// Approver is one entry of approvals.approvers: a token to sign in to the
+// gateway's /approvals page with, a public nkey to sign answers over NATS
+// with, or both.
 type Approver struct {
 	// Name is who the approver is, as audit records name them.
 	Name string `yaml:"name"`
 	// TokenEnv names the environment variable holding their token.
 	TokenEnv string `yaml:"token_env"`
+	// NKey is their public user nkey (U...). Once one approver has one,
+	// an agent takes only answers signed with a listed key, and names
+	// the approver by the key, not by what the answer claims.
+	NKey string `yaml:"nkey"`
+}
+
+// Signers are the approvers with a public nkey, by key.
+func (a *Approvals) Signers() map[string]string {
+	if a == nil {
+		return nil
+	}
+	var out map[string]string
+	for _, ap := range a.Approvers {
+		if ap.NKey != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[ap.NKey] = ap.Name
+		}
+	}
+	return out
 }
 
 // ApprovalsWeb is approvals.web: the OpenID client the /approvals page

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge/spec"
 )
@@ -382,10 +384,14 @@ func (v *validator) approvals(a *Approvals, m *MCP) {
 		default:
 			seen[ap.Name] = i + 1
 		}
-		if ap.TokenEnv == "" {
-			v.fail(key+".token_env", fmt.Sprintf("%s.token_env is required: add %s.token_env: NAME of the variable holding their token", key, key))
-		} else {
+		switch {
+		case ap.TokenEnv == "" && ap.NKey == "":
+			v.fail(key+".token_env", fmt.Sprintf("%s needs token_env (a token for the /approvals page) or nkey (a public user nkey to sign answers with): add %s.token_env: NAME of the variable holding their token, or %s.nkey: U...", key, key, key))
+		case ap.TokenEnv != "":
 			v.envName(key+".token_env", ap.TokenEnv)
+		}
+		if ap.NKey != "" && !nkeys.IsValidPublicUserKey(ap.NKey) {
+			v.fail(key+".nkey", fmt.Sprintf("%s.nkey %q is not a public user nkey (U followed by 55 characters, as nk -inkey SEED -pubout prints): fix %s.nkey", key, ap.NKey, key))
 		}
 	}
 	hasAuth := m != nil && m.Auth != nil
@@ -400,8 +406,8 @@ func (v *validator) approvals(a *Approvals, m *MCP) {
 			v.envName("approvals.web.client_secret_env", w.ClientSecretEnv)
 		}
 	}
-	if hasAuth && len(a.Approvers) > 0 {
-		v.fail("approvals.approvers", "approvals.approvers and expose.agent.mcp.auth are both set: with OAuth, approvers sign in at the authorization server (approvals.web and the approve: true roles of expose.agent.mcp.policy); remove approvals.approvers")
+	if hasAuth && slices.ContainsFunc(a.Approvers, func(ap Approver) bool { return ap.TokenEnv != "" }) {
+		v.fail("approvals.approvers", "approvals.approvers[].token_env and expose.agent.mcp.auth are both set: with OAuth, approvers sign in at the authorization server (approvals.web and the approve: true roles of expose.agent.mcp.policy); remove their token_env")
 	}
 	if !a.Operator && (len(a.Approvers) > 0 || a.Web != nil) {
 		v.warn("approvals.approvers and approvals.web have no effect while approvals.operator is false; set approvals.operator: true to use them")

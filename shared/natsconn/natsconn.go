@@ -140,3 +140,14 @@ func Drain(nc *nats.Conn, timeout time.Duration) error {
 		return fmt.Errorf("draining nats connection: not done after %s; closed it", timeout)
 	}
 }
+
+// NKeyFile returns the nkey seed file the nats context ctx names (its
+// nkey setting), or "" when it names none: the key an operator signs
+// approval answers with.
+func NKeyFile(ctx string) (string, error) {
+	c, err := load(ctx)
+	if err != nil {
+		return "", err
+	}
+	return c.NKey(), nil
+}
