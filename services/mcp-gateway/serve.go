@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
