@@ -119,6 +119,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if err != nil {
 		return fmt.Errorf("%s: audit.spool_dir: %w", cfg.File, err)
 	}
+	sc.Metrics.AuditSpool(pub.Spooled, pub.SpoolDropped)
 	defer closeAudit(pub, c.DrainTimeout, cfg.Identity, log)
 	sc.Audit = pub
 	if a := cfg.Approvals; a != nil && a.Operator {

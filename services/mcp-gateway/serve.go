@@ -163,6 +163,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if err != nil {
 		return fmt.Errorf("%s: audit.spool_dir: %w", cfg.File, err)
 	}
+	metrics.AuditSpool(trail.Spooled, trail.SpoolDropped)
 	// Closed after serving has stopped, so the last calls are recorded,
 	// and before the connection closes, so they are flushed.
 	defer closeAudit(trail, cfg.Identity, log)

@@ -295,3 +295,23 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
+
+// AuditSpool registers the gauges of the audit spool (audit.spool_dir),
+// read at scrape time: fiskfleet_audit_spooled, the records waiting on
+// disk to be published, and fiskfleet_audit_spool_dropped_total, those
+// lost because the spool was full (audit.spool_max).
+func (m *Metrics) AuditSpool(spooled func() int64, dropped func() uint64) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "fiskfleet", Name: "audit_spooled",
+			Help: "Audit records waiting in the spool (audit.spool_dir) to be published.",
+		}, func() float64 { return float64(spooled()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "fiskfleet", Name: "audit_spool_dropped_total",
+			Help: "Audit records lost because the spool was full (audit.spool_max).",
+		}, func() float64 { return float64(dropped()) }),
+	)
+}

@@ -264,3 +264,26 @@ func BenchmarkMetricsCall(b *testing.B) {
 		m.Call("echo", ops.SurfaceA2A, ops.OutcomeOK, time.Millisecond)
 	}
 }
+
+// TestAuditSpoolMetrics: the spool's gauges read the publisher at scrape
+// time, so a full spool shows without anyone reading the logs.
+func TestAuditSpoolMetrics(t *testing.T) {
+	m := ops.NewMetrics("mcp-gateway", "demo")
+	var spooled atomic.Int64
+	var dropped atomic.Uint64
+	m.AuditSpool(spooled.Load, dropped.Load)
+	base := serve(t, m.Handler())
+	spooled.Store(12)
+	dropped.Store(3)
+	fams := scrape(t, base+"/metrics")
+	for name, want := range map[string]float64{"fiskfleet_audit_spooled": 12, "fiskfleet_audit_spool_dropped_total": 3} {
+		f := fams[name]
+		if f == nil || len(f.GetMetric()) != 1 {
+			t.Fatalf("%s: got %v, want one series", name, f)
+		}
+		mm := f.GetMetric()[0]
+		if got := mm.GetGauge().GetValue() + mm.GetCounter().GetValue(); got != want {
+			t.Errorf("%s: got %v, want %v", name, got, want)
+		}
+	}
+}
