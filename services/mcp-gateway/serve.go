@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -372,6 +373,15 @@ func approvalsPage(cfg *config.Config, nc *nats.Conn, resource string, pol *poli
 		return nil, nil
 	}
 	pc := approvalweb.Config{NATS: nc, Logger: log}
+	if a.SigningKey != "" {
+		seed, err := os.ReadFile(a.SigningKey)
+		if err != nil {
+			return nil, fmt.Errorf("%s: approvals.signing_key: %w", cfg.File, err)
+		}
+		if pc.Signer, err = approval.ParseSigner(seed); err != nil {
+			return nil, fmt.Errorf("%s: approvals.signing_key %s: %w", cfg.File, a.SigningKey, err)
+		}
+	}
 	for i, ap := range a.Approvers {
 		if ap.TokenEnv == "" {
 			// An approver who signs answers over NATS only.

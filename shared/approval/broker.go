@@ -123,7 +123,7 @@ type Broker struct {
 	instance     string
 	timeout      time.Duration
 	selfApproval bool
-	signers      map[string]string
+	signers      map[string]Signer
 	maxPending   int
 	log          *slog.Logger
 	onEvent      func(Event, Request)

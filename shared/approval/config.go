@@ -3,6 +3,8 @@ package approval
 import (
 	"fmt"
 	"time"
+
+	"github.com/fiskfleet/fiskfleet/shared/config"
 )
 
 // DefaultTimeout is how long a request waits for an operator when
@@ -27,11 +29,18 @@ type Config struct {
 	// themselves. Off (the default) is the four-eyes rule: somebody other
 	// than the caller must approve.
 	SelfApproval bool
-	// Signers, when set, are the approvers by public user nkey (key →
-	// name): only answers signed with one of these keys are taken, and
-	// the approver is the key's name (approvals.approvers[].nkey).
-	Signers map[string]string
+	// Signers, when set, are the approvers by public user nkey: only
+	// answers signed with one of these keys are taken, and the approver
+	// is the key's name (approvals.approvers[].nkey).
+	Signers map[string]Signer
 }
+
+// Signer is one listed key's holder: its name, and whether the key signs
+// for others (Delegate), such as the gateway for the people its
+// /approvals page signed in; the approver is then the name the answer
+// gives, recorded with the key's ("sub via web"), since the key vouches
+// for that name.
+type Signer = config.ApproverKey
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {

@@ -115,8 +115,9 @@ func (b *Broker) take(a AnswerMessage) Reply {
 	if !ok {
 		return b.refuseEnded(a)
 	}
+	who := a
 	if len(b.signers) > 0 {
-		name, err := verify(b.signers, b.identity, b.instance, a)
+		name, vouched, err := verify(b.signers, b.identity, b.instance, a)
 		switch {
 		case errors.Is(err, errUnsigned):
 			return refuse(RefusedUnsigned, "the answer to request %s is not signed, and this instance takes only answers signed with a key of approvals.approvers[].nkey: answer with a2a-agent approvals --nkey SEED_FILE", a.ID)
@@ -125,15 +126,16 @@ func (b *Broker) take(a AnswerMessage) Reply {
 		case err != nil:
 			return refuse(RefusedBadSignature, "the signature of the answer to request %s does not verify (forged, altered, or made for another request): %v", a.ID, err)
 		}
-		// Who answered is who signed; the claimed name goes.
-		a.Approver = name
+		// Who answered is who signed; the claimed name goes, but for a
+		// delegate's, which vouches for it.
+		a.Approver, who.Approver = name, vouched
 	}
 	switch {
 	case !now.Before(w.deadline):
 		return refuse(RefusedLate, "request %s expired at %s", a.ID, w.req.Expires.Format(time.RFC3339))
 	case a.Digest != w.req.Digest:
 		return refuse(RefusedForged, "the arguments digest %s is not that of request %s: the answer is for other arguments", a.Digest, a.ID)
-	case !b.selfApproval && isSelf(w.req.Caller, a):
+	case !b.selfApproval && isSelf(w.req.Caller, who):
 		return refuse(RefusedSelfApproval, "%s is the caller of request %s and self_approval is off: another operator must answer", approverName(a), a.ID)
 	}
 	delete(b.pending, a.ID)

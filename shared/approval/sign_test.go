@@ -33,7 +33,7 @@ func TestSignedAnswers(t *testing.T) {
 	alice, alicePub := userKey(t)
 	bob, bobPub := userKey(t)
 	mallory, _ := userKey(t)
-	cfg := Config{Signers: map[string]string{alicePub: "alice", bobPub: "bob"}}
+	cfg := Config{Signers: map[string]Signer{alicePub: {Name: "alice"}, bobPub: {Name: "bob"}}}
 
 	answer := func(req Request, approve bool, who Approver) (Reply, error) {
 		return Answer(t.Context(), op, req, approve, who, "")
@@ -133,6 +133,25 @@ func TestSignedAnswers(t *testing.T) {
 		}
 		if d, _ := c.wait(t); d.Outcome != OutcomeApproved || d.Approver != "bob" {
 			t.Errorf("got %+v, want approved by bob", d)
+		}
+	})
+
+	t.Run("a delegate's key vouches for the name it signs", func(t *testing.T) {
+		web, webPub := userKey(t)
+		dcfg := Config{Signers: map[string]Signer{alicePub: {Name: "alice"}, webPub: {Name: "web", Delegate: true}}}
+		b := newBroker(t, ns.Connect(t), Options{Instance: "s6", Config: dcfg, Logger: log})
+		p := deployCall()
+		p.Caller = Caller{Subject: "sub-42"}
+		c := start(t, t.Context(), b, p)
+		// The page signed in the caller herself: four eyes, by the
+		// vouched name.
+		reply, err := answer(c.req, true, Approver{Name: "sub-42", Signer: web})
+		refused(t, c, reply, err, RefusedSelfApproval)
+		if _, err := answer(c.req, true, Approver{Name: "sub-7", Signer: web}); err != nil {
+			t.Fatalf("the page's answer for sub-7: %v", err)
+		}
+		if d, _ := c.wait(t); d.Outcome != OutcomeApproved || d.Approver != "sub-7 via web" {
+			t.Errorf("got %+v, want approved by sub-7 via web", d)
 		}
 	})
 

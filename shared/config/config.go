@@ -382,6 +382,11 @@ type Approvals struct {
 	// Web signs approvers in to the /approvals page at the gateway's
 	// authorization server (OpenID Connect); needs expose.agent.mcp.auth.
 	Web *ApprovalsWeb `yaml:"web"`
+	// SigningKey is the file of the gateway's nkey seed, with which its
+	// /approvals page signs the answers it sends for the people it
+	// signed in; list its public key with delegate: true in the
+	// approvals.approvers of the agents that should take them.
+	SigningKey string `yaml:"signing_key"`
 }
 
 // Approver is one entry of approvals.approvers: a token to sign in to the
@@ -396,23 +401,38 @@ type Approver struct {
 	// an agent takes only answers signed with a listed key, and names
 	// the approver by the key, not by what the answer claims.
 	NKey string `yaml:"nkey"`
+	// Delegate marks a key that signs for others: a gateway's, whose
+	// /approvals page answers for the people it signed in
+	// (approvals.signing_key). Its answers are recorded under the name
+	// they give, with the key's.
+	Delegate bool `yaml:"delegate"`
 }
 
-// Signers are the approvers with a public nkey, by key.
-func (a *Approvals) Signers() map[string]string {
+// Signers are the approvers with a public nkey, by key: their name, and
+// whether the key signs for others.
+func (a *Approvals) Signers() map[string]ApproverKey {
 	if a == nil {
 		return nil
 	}
-	var out map[string]string
+	var out map[string]ApproverKey
 	for _, ap := range a.Approvers {
 		if ap.NKey != "" {
 			if out == nil {
-				out = map[string]string{}
+				out = map[string]ApproverKey{}
 			}
-			out[ap.NKey] = ap.Name
+			out[ap.NKey] = ApproverKey{Name: ap.Name, Delegate: ap.Delegate}
 		}
 	}
 	return out
+}
+
+// ApproverKey is the holder of one listed nkey (approval.Signer).
+type ApproverKey struct {
+	// Name is who holds the key, as decisions and audit records name
+	// them.
+	Name string
+	// Delegate marks a key that signs for others.
+	Delegate bool
 }
 
 // ApprovalsWeb is approvals.web: the OpenID client the /approvals page

@@ -394,6 +394,9 @@ func (v *validator) approvals(a *Approvals, m *MCP) {
 			v.fail(key+".nkey", fmt.Sprintf("%s.nkey %q is not a public user nkey (U followed by 55 characters, as nk -inkey SEED -pubout prints): fix %s.nkey", key, ap.NKey, key))
 		}
 	}
+	if a.SigningKey != "" && !filepath.IsAbs(a.SigningKey) {
+		v.fail("approvals.signing_key", fmt.Sprintf("approvals.signing_key %q is not an absolute path: give the absolute path of the gateway's nkey seed file", a.SigningKey))
+	}
 	hasAuth := m != nil && m.Auth != nil
 	if w := a.Web; w != nil {
 		if !hasAuth {

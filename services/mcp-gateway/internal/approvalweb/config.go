@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
@@ -45,6 +46,11 @@ type Config struct {
 	// (approval.AnswersPermission). It stays the caller's, who closes it
 	// after [Page.Close].
 	NATS *nats.Conn
+	// Signer, when set, is the gateway's nkey (approvals.signing_key):
+	// the page signs the answers it sends with it, for agents that take
+	// only signed answers, which record the signed-in approver "via" the
+	// key's holder.
+	Signer nkeys.KeyPair
 	// Logger receives every answer (approver, id, decision, outcome) and
 	// refused sign-ins; nil means slog.Default().
 	Logger *slog.Logger

@@ -245,7 +245,7 @@ func (p *Page) answer(ctx context.Context, approver, id, digest, decision, reaso
 	// The page's user is who answers: the gateway's NATS user only carries
 	// the answer, and naming it would make the four-eyes rule compare the
 	// gateway with the caller instead of the person.
-	reply, err := approval.Answer(ctx, p.cfg.NATS, req, decision == approval.DecisionApprove, approval.Approver{Name: approver}, reason)
+	reply, err := approval.Answer(ctx, p.cfg.NATS, req, decision == approval.DecisionApprove, approval.Approver{Name: approver, Signer: p.cfg.Signer}, reason)
 	if err != nil {
 		if errors.Is(err, approval.ErrRefused) {
 			log.Warn("answer refused", "tool", req.Tool, "identity", req.Identity, "instance", req.Instance, "refusal", reply.Refusal, "reason", reply.Reason)
