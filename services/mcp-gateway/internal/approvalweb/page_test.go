@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/fiskfleet/fiskfleet/shared/approval"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 )
@@ -530,5 +532,38 @@ func TestTimeLeft(t *testing.T) {
 		if got := timeLeft(tt.d); got != tt.want {
 			t.Errorf("timeLeft(%s): got %q, want %q", tt.d, got, tt.want)
 		}
+	}
+}
+
+// TestPageSignsAnswers: with the gateway's nkey (approvals.signing_key)
+// the page signs its answers, so an agent that takes only signed answers
+// takes them and records the signed-in approver via the key; without
+// the key such an agent refuses the page.
+func TestPageSignsAnswers(t *testing.T) {
+	gw, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := gw.PublicKey()
+	f := startFleet(t, approval.Config{Signers: map[string]approval.Signer{pub: {Name: "web", Delegate: true}}})
+
+	unsigned := newBrowser(t, servePage(t, f, Config{}).srv.URL)
+	page := unsigned.signIn(aliceToken)
+	c := f.ask(t, deploy())
+	unsigned.listed(c, true)
+	resp := unsigned.post("/approvals/answer", answerForm(csrf(t, page.body), c, "approve", ""), nil)
+	if got := flash(resp.body); !strings.Contains(got, "unsigned") {
+		t.Errorf("an unsigned page's answer: got message %q, want the agent's refusal, unsigned", got)
+	}
+
+	signed := newBrowser(t, servePage(t, f, Config{Signer: gw}).srv.URL)
+	page = signed.signIn(aliceToken)
+	resp = signed.post("/approvals/answer", answerForm(csrf(t, page.body), c, "approve", ""), nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the signed page's answer: got %d %q", resp.StatusCode, resp.body)
+	}
+	d, err := c.wait(t)
+	if err != nil || !d.Approved() || d.Approver != "alice via web" {
+		t.Errorf("got %s by %q (%v), want approved by alice via web", d.Outcome, d.Approver, err)
 	}
 }
