@@ -1,5 +1,5 @@
 // Package dist builds a fiskfleet release into one directory: per target
-// a tar.gz of both services (with README, LICENSE and the examples), per
+// a tar.gz of both services (with README, CHANGELOG, LICENSE and the examples), per
 // Linux architecture a .deb, an .rpm and an OCI image tarball, a CycloneDX
 // SBOM beside each of those, and SHA256SUMS over all of them.
 //
@@ -106,6 +106,9 @@ func (c *Config) Validate() error {
 // files written to c.Out, SHA256SUMS last.
 func Run(ctx context.Context, c Config) ([]string, error) {
 	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := CheckChangelog(filepath.Join(c.Root, "CHANGELOG.md"), c.Version); err != nil {
 		return nil, err
 	}
 	if len(c.Targets) == 0 {
@@ -237,7 +240,8 @@ func (c Config) writeArchive(w io.Writer, name string, bins map[string]string, e
 	for _, s := range Services {
 		entries = append(entries, archive.Entry{Name: prefix + "/" + s.Name, Source: bins[s.Name], Mode: 0o755})
 	}
-	entries = append(entries, archive.Entry{Name: prefix + "/README.md", Source: filepath.Join(c.Root, "README.md")})
+	entries = append(entries, archive.Entry{Name: prefix + "/README.md", Source: filepath.Join(c.Root, "README.md")},
+		archive.Entry{Name: prefix + "/CHANGELOG.md", Source: filepath.Join(c.Root, "CHANGELOG.md")})
 	if lic := filepath.Join(c.Root, "LICENSE"); fileExists(lic) {
 		entries = append(entries, archive.Entry{Name: prefix + "/LICENSE", Source: lic})
 	} else {

@@ -135,7 +135,7 @@ func TestReleaseArchives(t *testing.T) {
 			dir := t.TempDir()
 			members := extractTarGz(t, r.path(name), dir)
 			prefix := strings.TrimSuffix(name, ".tar.gz") + "/"
-			for _, m := range []string{"a2a-agent", "mcp-gateway", "README.md", "examples/demo.yaml", "examples/nats-cli.yaml"} {
+			for _, m := range []string{"a2a-agent", "mcp-gateway", "README.md", "CHANGELOG.md", "examples/demo.yaml", "examples/nats-cli.yaml"} {
 				if _, ok := members[prefix+m]; !ok {
 					t.Errorf("got no %s%s in %s, want it", prefix, m, name)
 				}
