@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/fiskfleet/fiskfleet/integration/fleettest"
 	"github.com/fiskfleet/fiskfleet/shared/fiskv1test"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -67,6 +69,25 @@ func TestV1AgentCompat(t *testing.T) {
 		for _, want := range []string{"legacy_echo", "true", "silent_fail", "legacy_fail"} {
 			if !slices.Contains(names, want) {
 				t.Errorf("tools/list: got %v, want %s", names, want)
+			}
+		}
+		// The v1 agent's card promises no command result, so its tools
+		// declare no output schema, where the local commands do.
+		list, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range list.Tools {
+			declares := tl.OutputSchema.Type != "" || len(tl.RawOutputSchema) > 0
+			switch tl.Name {
+			case "legacy_echo", "true", "silent_fail", "legacy_fail":
+				if declares {
+					t.Errorf("%s: declares an output schema its v1 agent never promised", tl.Name)
+				}
+			case "echo":
+				if !declares {
+					t.Errorf("the local echo declares no output schema")
+				}
 			}
 		}
 		for _, tt := range []struct {

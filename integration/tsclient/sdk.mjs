@@ -31,9 +31,10 @@ export const text = (res, sep = '\n') =>
 export async function report(client, fn) {
   try {
     const out = await fn();
-    process.stdout.write(JSON.stringify(out) + '\n');
     await client.close();
-    process.exit(0);
+    // Exit once the answer is written: stdout is a pipe, whose writes
+    // Node finishes asynchronously, and exiting sooner cuts it short.
+    process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0));
   } catch (err) {
     process.stderr.write(`${err?.stack ?? err}\n`);
     process.exit(1);

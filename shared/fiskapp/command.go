@@ -178,6 +178,10 @@ func (c *Command) CommandLine(input json.RawMessage) (string, error) {
 	return shellJoin(argv), nil
 }
 
+// ReturnsCommandResult is true: a call that runs answers with the
+// command's [tool.CommandResult] ([tool.ResultPromiser]).
+func (c *Command) ReturnsCommandResult() bool { return true }
+
 // Call runs the command for req.Input. Bad input is an in-band error
 // outcome; a non-zero exit is a successful outcome carrying the exit code.
 // A returned error means the command could not run to completion: it could

@@ -29,7 +29,7 @@ type Importer struct {
 	mu sync.Mutex // guards cards, reached and origin
 	// cards is each host's last successfully discovered tool set, after
 	// the host's include and exclude.
-	cards map[string][]a2a.ToolDescriptor
+	cards map[string]HostTools
 	// reached records which hosts answered the latest discovery.
 	reached map[string]bool
 	// origin maps a served local name to its host, for info.
@@ -43,7 +43,7 @@ func NewImporter(caller Caller, hosts []config.RemoteHost, local []string) *Impo
 		caller:  caller,
 		hosts:   slices.Clone(hosts),
 		local:   slices.Clone(local),
-		cards:   map[string][]a2a.ToolDescriptor{},
+		cards:   map[string]HostTools{},
 		reached: map[string]bool{},
 		origin:  map[string]string{},
 	}
@@ -110,7 +110,7 @@ func (im *Importer) ImportStrict(ctx context.Context) (Result, error) {
 func (im *Importer) Import(ctx context.Context) Result {
 	type answer struct {
 		host  string
-		tools []a2a.ToolDescriptor
+		tools HostTools
 		err   error
 	}
 	answers := make([]answer, len(im.hosts))
@@ -122,7 +122,11 @@ func (im *Importer) Import(ctx context.Context) Result {
 				answers[i] = answer{host: h.Host, err: err}
 				return
 			}
-			answers[i] = answer{host: h.Host, tools: filterHost(h, reply.Tools)}
+			answers[i] = answer{host: h.Host, tools: HostTools{
+				Host:           h.Host,
+				Tools:          filterHost(h, reply.Tools),
+				CommandResults: slices.Contains(reply.Protocols, a2a.ProtocolCommandResult),
+			}}
 		})
 	}
 	wg.Wait()
@@ -137,15 +141,15 @@ func (im *Importer) Import(ctx context.Context) Result {
 			res.Failed[a.host] = a.err
 			continue
 		}
-		if !slices.EqualFunc(im.cards[a.host], a.tools, sameDescriptor) {
+		if prev := im.cards[a.host]; prev.CommandResults != a.tools.CommandResults || !slices.EqualFunc(prev.Tools, a.tools.Tools, sameDescriptor) {
 			changed = true
 		}
 		im.cards[a.host] = a.tools
 	}
 	hosts := make([]HostTools, 0, len(im.hosts))
 	for _, h := range im.hosts {
-		if tools, ok := im.cards[h.Host]; ok {
-			hosts = append(hosts, HostTools{Host: h.Host, Tools: tools})
+		if card, ok := im.cards[h.Host]; ok {
+			hosts = append(hosts, card)
 		}
 	}
 	named, collided, invalid := Resolve(im.local, hosts)

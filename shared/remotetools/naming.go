@@ -23,6 +23,10 @@ import (
 type HostTools struct {
 	Host  string
 	Tools []a2a.ToolDescriptor
+	// CommandResults is set when the host's card promises a command
+	// result for every call of its tools that runs
+	// ([a2a.ProtocolCommandResult]).
+	CommandResults bool
 }
 
 // Named is one remote tool with its final local name.
@@ -32,6 +36,9 @@ type Named struct {
 	// Local is the name clients see; Remote is the name on the wire.
 	Local, Remote string
 	Tool          a2a.ToolDescriptor
+	// CommandResult is its host's promise of a command result
+	// ([HostTools.CommandResults]).
+	CommandResult bool
 }
 
 // Resolve names every host's tools in three passes, so the outcome does not
@@ -70,7 +77,7 @@ func Resolve(local []string, hosts []HostTools) (named []Named, collided, invali
 			if localSet[t.Name] || bare[t.Name] > 1 {
 				final = h.Host + "_" + t.Name
 			}
-			all = append(all, Named{Host: h.Host, Local: final, Remote: t.Name, Tool: t})
+			all = append(all, Named{Host: h.Host, Local: final, Remote: t.Name, Tool: t, CommandResult: h.CommandResults})
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool {

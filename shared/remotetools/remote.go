@@ -113,14 +113,15 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 	gated := strings.Contains(n.Tool.Description, a2a.ApprovalNote)
 	title := strings.ReplaceAll(n.Remote, "_", " ") + " (" + n.Host + ")"
 	return tool.NewFunc(tool.FuncSpec{
-		Name:         n.Local,
-		Title:        title,
-		Description:  desc,
-		Tags:         tags,
-		InputSchema:  n.Tool.InputSchema,
-		Exposure:     tool.ExposeMCP,
-		Confirmation: tool.ConfirmNone,
-		Remote:       true,
+		Name:          n.Local,
+		Title:         title,
+		Description:   desc,
+		Tags:          tags,
+		InputSchema:   n.Tool.InputSchema,
+		Exposure:      tool.ExposeMCP,
+		Confirmation:  tool.ConfirmNone,
+		Remote:        true,
+		CommandResult: n.CommandResult,
 		Call: func(ctx context.Context, req tool.Request) (tool.Outcome, error) {
 			reply, err := call(ctx, callerFor(ctx, c), n, req, gated)
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -143,6 +144,11 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 			}
 			if res, ok := reply.CommandResult(); ok {
 				return tool.Outcome{Result: &res}, nil
+			}
+			if n.CommandResult {
+				// The declared output schema would not hold: refuse
+				// rather than answer outside it.
+				return tool.Failure(fmt.Sprintf("remote agent %s broke its card's promise of a command result (%s): its reply to %s ran no command", n.Host, a2a.ProtocolCommandResult, n.Remote)), nil
 			}
 			if json.Valid([]byte(reply.Output)) {
 				return tool.Outcome{JSON: json.RawMessage(reply.Output)}, nil

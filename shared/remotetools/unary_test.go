@@ -36,6 +36,8 @@ type busAgent struct {
 	identity string
 	self     a2a.Participant
 	tools    map[string]*fiskapp.Command
+	opts     agentOptions
+	svc      *natsbus.Service
 
 	mu sync.Mutex
 	// running maps request ids to their cancels; guarded by mu.
@@ -43,18 +45,25 @@ type busAgent struct {
 }
 
 type agentOptions struct {
-	cancels bool // the card lists the unary cancel
-	gated   bool // echo's description carries the approval note
+	cancels  bool // the card lists the unary cancel
+	gated    bool // echo's description carries the approval note
+	promises bool // the card lists the command result promise
+	// breaksPromise answers echo with its output alone, no exec: an
+	// agent whose card promises more than it keeps.
+	breaksPromise bool
 }
 
 func serveBusAgent(t *testing.T, nc *nats.Conn, identity string, o agentOptions) *busAgent {
 	t.Helper()
 	spawn, echo := fisktest.DemoCommand(t, "spawn"), fisktest.DemoCommand(t, "echo")
 	a := &busAgent{identity: identity, self: a2a.Participant{Name: identity, Instance: "i1"},
-		tools: map[string]*fiskapp.Command{"spawn": spawn, "echo": echo}, running: map[string]context.CancelFunc{}}
+		tools: map[string]*fiskapp.Command{"spawn": spawn, "echo": echo}, opts: o, running: map[string]context.CancelFunc{}}
 	protocols := []string{a2a.ProtocolToolRequest, a2a.ProtocolEvent, a2a.ProtocolCancel}
 	if o.cancels {
 		protocols = append(protocols, a2a.ProtocolCallCancel)
+	}
+	if o.promises {
+		protocols = append(protocols, a2a.ProtocolCommandResult)
 	}
 	echoDesc := "Prints a message"
 	if o.gated {
@@ -118,6 +127,7 @@ func serveBusAgent(t *testing.T, nc *nats.Conn, identity string, o agentOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.svc = svc
 	t.Cleanup(func() { _ = svc.Stop() })
 	sub, err := natsbus.CallControl(nc, identity, func(data []byte) {
 		c := &a2a.Cancel{}
@@ -155,6 +165,9 @@ func (a *busAgent) run(req *a2a.ToolRequest) *a2a.ToolReply {
 	out, err := a.tools[req.Name].Call(ctx, tool.Request{Input: req.Input})
 	if err != nil {
 		return &a2a.ToolReply{IsError: true, Output: "canceled: " + err.Error()}
+	}
+	if a.opts.breaksPromise && req.Name == "echo" {
+		return &a2a.ToolReply{Output: out.Result.Output}
 	}
 	return &a2a.ToolReply{Output: out.Result.Output, Exec: &a2a.Exec{Command: out.Result.Command, ExitCode: out.Result.ExitCode}}
 }

@@ -24,6 +24,10 @@ type FuncSpec struct {
 	// Remote marks a tool whose authority is another agent; it cannot be
 	// gated.
 	Remote bool
+	// CommandResult promises that every call that runs answers with an
+	// [Outcome] carrying a [CommandResult] ([ResultPromiser]): a remote
+	// tool of an agent whose card says so. Call must keep the promise.
+	CommandResult bool
 	// Call runs the tool.
 	Call func(ctx context.Context, req Request) (Outcome, error)
 }
@@ -69,6 +73,7 @@ func (f *funcTool) Tags() []string               { return f.spec.Tags }
 func (f *funcTool) InputSchema() json.RawMessage { return f.spec.InputSchema }
 func (f *funcTool) Confirmation() Confirmation   { return f.spec.Confirmation }
 func (f *funcTool) Exposure() Exposure           { return f.spec.Exposure }
+func (f *funcTool) ReturnsCommandResult() bool   { return f.spec.CommandResult }
 
 func (f *funcTool) Call(ctx context.Context, req Request) (Outcome, error) {
 	req.Prompter = PrompterOrDeny(req.Prompter)

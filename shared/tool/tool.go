@@ -189,6 +189,23 @@ type CommandResult struct {
 	Truncated bool   `json:"truncated"`
 }
 
+// ResultPromiser is a tool that promises the shape of its answers: when
+// ReturnsCommandResult is true, every call of it that runs answers with a
+// [CommandResult] (an in-band failure, IsError, carries none). Servers
+// declare the result's schema for such tools only, so a client can rely
+// on the envelope before the first call.
+type ResultPromiser interface {
+	ReturnsCommandResult() bool
+}
+
+// ReturnsCommandResult reports whether t promises a [CommandResult] for
+// every call that runs ([ResultPromiser]). A tool that says nothing
+// promises nothing.
+func ReturnsCommandResult(t Tool) bool {
+	p, ok := t.(ResultPromiser)
+	return ok && p.ReturnsCommandResult()
+}
+
 // Outcome is what a call produced: a [CommandResult] for command tools, or
 // verbatim JSON for in-process tools. IsError marks an in-band failure whose
 // text is in Message (a denial, bad input); a command that exits non-zero is

@@ -26,6 +26,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -252,6 +253,11 @@ func New(cfg Config, tools []tool.Tool) (*Server, error) {
 		// (ProtocolCallCancel).
 		Protocols: []string{a2a.ProtocolDiscoveryRequest, a2a.ProtocolToolRequest, a2a.ProtocolAck, a2a.ProtocolEvent, a2a.ProtocolCancel, a2a.ProtocolCallCancel},
 		Tools:     make([]a2a.ToolDescriptor, 0, len(served)),
+	}
+	if !slices.ContainsFunc(served, func(t tool.Tool) bool { return !tool.ReturnsCommandResult(t) }) {
+		// Every served tool answers a call that ran with the command
+		// result, so a gateway can declare its schema up front.
+		card.Protocols = append(card.Protocols, a2a.ProtocolCommandResult)
 	}
 	byName := make(map[string]tool.Tool, len(served))
 	for _, t := range served {

@@ -27,8 +27,8 @@ type commandLiner interface {
 	CommandLine(input json.RawMessage) (string, error)
 }
 
-// commandResultSchema is the output schema of a command tool: the
-// [tool.CommandResult] JSON its structured content carries.
+// commandResultSchema is the output schema of a command tool, local or
+// remote: the [tool.CommandResult] JSON its structured content carries.
 var commandResultSchema = json.RawMessage(`{"type":"object",` +
 	`"properties":{` +
 	`"command":{"type":"string","description":"The command line that ran"},` +
@@ -130,6 +130,10 @@ func newEntry(source string, t tool.Tool, prev *entry) (*entry, error) {
 	e.headerParams = hasHeaderParams(&e.def)
 	if l, ok := t.(commandLiner); ok {
 		e.liner = l
+	}
+	if e.liner != nil || tool.ReturnsCommandResult(t) {
+		// A local command, or a remote tool whose agent's card promises
+		// the command result: the same schema either way.
 		e.def.RawOutputSchema = commandResultSchema
 	}
 	if source != SourceLocal {
