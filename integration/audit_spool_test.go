@@ -69,7 +69,7 @@ func TestAuditSpoolOutage(t *testing.T) {
 	outage := time.Now()
 	calls(250)
 	// The record of a call goes to disk just after its answer: wait for
-	// it before the kill (see the README on what a kill can still lose).
+	// it before the kill (see docs/security.md on what a kill can still lose).
 	fisktest.WaitFor(t, 30*time.Second, "the outage's calls to be spooled", func() bool { return spooled() == 250 })
 	gw.Signal(t, syscall.SIGKILL)
 	gw.Wait(t, 10*time.Second)

@@ -23,17 +23,17 @@ import (
 )
 
 // auditStreamAdd returns the arguments of the `nats stream add` command the
-// README's audit trail section gives operators, with --replicas 1 as it
-// says for a single server.
+// audit trail section of docs/security.md gives operators, with --replicas
+// 1 as it says for a single server.
 func auditStreamAdd(tb testing.TB) []string {
 	tb.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	page, err := os.ReadFile(filepath.Join("..", "docs", "security.md"))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "\nnats stream add AUDIT ")
+	_, rest, ok := strings.Cut(string(page), "\nnats stream add AUDIT ")
 	if !ok {
-		tb.Fatal("README.md: got no `nats stream add AUDIT` command, want the audit trail section to give one")
+		tb.Fatal("docs/security.md: got no `nats stream add AUDIT` command, want the audit trail section to give one")
 	}
 	var line strings.Builder
 	line.WriteString("stream add AUDIT ")
@@ -50,19 +50,19 @@ func auditStreamAdd(tb testing.TB) []string {
 	}
 	i := slices.Index(args, "--replicas")
 	if i < 0 || i+1 >= len(args) {
-		tb.Fatalf("README.md: got nats %v, want a --replicas value", args)
+		tb.Fatalf("docs/security.md: got nats %v, want a --replicas value", args)
 	}
 	args[i+1] = "1"
 	if !slices.Contains(args, "choria.fisk-ai.audit.>") || !slices.Contains(args, "--deny-delete") {
-		tb.Fatalf("README.md: got nats %v, want the stream on choria.fisk-ai.audit.> with --deny-delete", args)
+		tb.Fatalf("docs/security.md: got nats %v, want the stream on choria.fisk-ai.audit.> with --deny-delete", args)
 	}
 	return args
 }
 
 // TestAuditTrail runs the trail as an operator sets it up: a NATS server
-// with JetStream and the README's AUDIT stream made with the real nats CLI,
-// `a2a-agent audit tail` (readable and --json) started before anything
-// else, an `a2a-agent serve` on demo and an `mcp-gateway serve` on gw
+// with JetStream and the AUDIT stream of docs/security.md made with the
+// real nats CLI, `a2a-agent audit tail` (readable and --json) started
+// before anything else, an `a2a-agent serve` on demo and an `mcp-gateway serve` on gw
 // importing demo's tools behind a static token and a policy. Calls over
 // MCP (local, remote, refused by the policy) and over A2A with the
 // `a2a-agent call` CLI (ok, a non-zero exit, --follow; the CLI streams
@@ -292,7 +292,8 @@ func TestAuditTrail(t *testing.T) {
 		}
 	}
 
-	// The README's read-back works on what the services published.
+	// The read-back docs/security.md gives works on what the services
+	// published.
 	if r := nats("stream", "get", "AUDIT", "--last-for", audit.Subject("demo")); !strings.Contains(r.Stdout, `"surface":"a2a-stream"`) {
 		t.Errorf("nats stream get --last-for %s: got\n%s\nwant the streamed call's record", audit.Subject("demo"), r.Stdout)
 	}

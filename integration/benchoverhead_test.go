@@ -562,7 +562,7 @@ func logOverheads(tb testing.TB, rows []overheadRow) {
 }
 
 // overheadGoals are the call paths' goals, in round trips of the call
-// floor, as README's Measuring section states them: 2.0 for an A2A call
+// floor, as docs/measuring.md states them: 2.0 for an A2A call
 // and a local MCP call, 3.0 for a remote MCP call, whichever era or client
 // makes it. The transport floors and the differences between paths have
 // none. A base_ row is held to its path's goal too.

@@ -212,12 +212,22 @@ func (f *devFleet) fleetProcesses(tb testing.TB) (agents []int, gateway int) {
 	return agents, others[0]
 }
 
-// readmeAgent2AgentCall is the body of the README's curl example of an
-// Agent2Agent call.
-const readmeAgent2AgentCall = `{
-  "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-  "params": {"message": {"messageId": "m-1", "role": "ROLE_USER",
-    "parts": [{"data": {"tool": "echo", "arguments": {"message": "hello"}}}]}}}`
+// docAgent2AgentCall returns the body of the curl example of an
+// Agent2Agent call in docs/agent2agent.md, as it is written there.
+func docAgent2AgentCall(tb testing.TB) string {
+	tb.Helper()
+	page, err := os.ReadFile(filepath.Join("..", "docs", "agent2agent.md"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	const curl = "curl -s http://" + devFleetGatewayAddr + "/a2a -H 'Content-Type: application/json' -d '"
+	_, rest, ok := strings.Cut(string(page), curl)
+	body, _, closed := strings.Cut(rest, "'")
+	if !ok || !closed {
+		tb.Fatalf("docs/agent2agent.md: got no %s…' command, want the example of a call with make run", curl)
+	}
+	return body
+}
 
 // TestDevFleet runs the launcher as `make run` does (built with go build
 // from the workspace root, then the binary run; here with the integration
@@ -253,12 +263,13 @@ func TestDevFleet(t *testing.T) {
 			}
 		}
 
-		// The README's Agent2Agent example, as it is written there.
+		// The Agent2Agent example of docs/agent2agent.md, as it is written
+		// there.
 		card := getBody(t, "http://"+devFleetGatewayAddr+"/.well-known/agent-card.json")
 		if !strings.Contains(string(card), `"url":"http://`+devFleetGatewayAddr+`/a2a"`) {
 			t.Errorf("the Agent2Agent card: got %s, want its endpoint at /a2a", card)
 		}
-		resp, err := http.Post("http://"+devFleetGatewayAddr+"/a2a", "application/json", strings.NewReader(readmeAgent2AgentCall))
+		resp, err := http.Post("http://"+devFleetGatewayAddr+"/a2a", "application/json", strings.NewReader(docAgent2AgentCall(t)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,9 +279,9 @@ func TestDevFleet(t *testing.T) {
 		err = json.NewDecoder(resp.Body).Decode(&sent)
 		resp.Body.Close()
 		if task, ok := sent.Result.Event.(*a2a.Task); err != nil || !ok || task.Status.State != a2a.TaskStateCompleted {
-			t.Errorf("the README's SendMessage: got %+v, %v, want a completed task", sent.Result, err)
+			t.Errorf("the SendMessage of docs/agent2agent.md: got %+v, %v, want a completed task", sent.Result, err)
 		} else if _, text := resultEnvelope(t, task); text != "hello\n" {
-			t.Errorf("the README's SendMessage: got output %q, want hello", text)
+			t.Errorf("the SendMessage of docs/agent2agent.md: got output %q, want hello", text)
 		}
 
 		agents, gateway := f.fleetProcesses(t)

@@ -29,7 +29,7 @@ if (version === '0.3') {
   client = new Client(new LegacyJsonRpcTransport({ endpoint: v03.url }), card);
 }
 
-// Messages as the README writes them: only the members a call needs.
+// Messages as docs/agent2agent.md writes them: only the members a call needs.
 const message = (parts) => ({ messageId: crypto.randomUUID(), role: Role.ROLE_USER, parts });
 const call = (tool, args) => message([{ content: { $case: 'data', value: { tool, arguments: args } } }]);
 const request = (msg, returnImmediately = false) => (returnImmediately ? { message: msg, configuration: { returnImmediately } } : { message: msg });

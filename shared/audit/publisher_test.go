@@ -19,7 +19,7 @@ import (
 )
 
 // startJetStream starts a NATS server with JetStream and an AUDIT stream
-// on every identity's trail, as the README tells operators to create it.
+// on every identity's trail, as docs/security.md tells operators to create it.
 func startJetStream(tb testing.TB) (*natstest.Server, jetstream.Stream) {
 	tb.Helper()
 	ns := natstest.StartWithOptions(tb, server.Options{JetStream: true, StoreDir: tb.TempDir()})

@@ -176,7 +176,7 @@ func serveInstalled(t *testing.T, r release) {
 		t.Fatalf("building fiskdemo: %v\n%s", err, out)
 	}
 
-	// The operator's part, as the README's Install section says: a nats
+	// The operator's part, as docs/install.md says: a nats
 	// context under /etc/fiskfleet/nats/context and /etc/fiskfleet/ops.yaml
 	// made from the example the package installed.
 	writeOperatorFile(t, "/etc/fiskfleet/nats/context/fiskfleet-test.json", fmt.Sprintf(`{"url":%q}`, ns.URL()), gid)

@@ -26,7 +26,7 @@ var packageFiles = []string{
 var units = []string{"fiskfleet-agent@ops.service", "fiskfleet-gateway@ops.service"}
 
 // maxExposure is the highest `systemd-analyze security` exposure the
-// units may have; the README states the measured score (1.3, "OK").
+// units may have; docs/install.md states the measured score (1.3, "OK").
 const maxExposure = 2.0
 
 // tool returns the path of a program `make tools` installs, failing with

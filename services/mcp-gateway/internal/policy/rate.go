@@ -14,7 +14,7 @@ import (
 // [Shares] it counts a subject over all its sessions, tokens and tasks. It
 // is per gateway: the buckets live in this process, so a fleet of N
 // gateways behind a balancer allows a caller up to N times its rate
-// (see the README's notes on a gateway fleet). It is safe for concurrent
+// (see the rate limits in docs/security.md). It is safe for concurrent
 // use; the zero value is ready.
 type Limiter struct {
 	mu sync.Mutex
