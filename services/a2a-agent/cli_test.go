@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,40 @@ func TestParse(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "init with defaults", args: []string{"init", "--application", "fiskdemo", "--identity", "demo"}, wantCmd: "init",
+			check: func(t *testing.T, r *root) {
+				want := initCmd{Application: "fiskdemo", Identity: "demo", Output: "agent.yaml"}
+				if got := r.Init; got.Application != want.Application || got.Identity != want.Identity || got.Output != want.Output ||
+					got.A2A || got.MCP || got.Force || got.NATSContext != "" || len(got.ConfirmTag) != 0 {
+					t.Errorf("init: got %+v, want %+v", got, want)
+				}
+			},
+		},
+		{
+			name: "init with every flag",
+			args: []string{"init", "--application", "nats", "--identity", "n", "--a2a", "--mcp", "--force", "-o", "n.yaml",
+				"--nats-context", "prod", "--confirm-tag", "impact:rw", "--confirm-tag", "scope:system"},
+			env: map[string]string{"NATS_CONTEXT": "fromenv"}, wantCmd: "init",
+			check: func(t *testing.T, r *root) {
+				got := r.Init
+				if !got.A2A || !got.MCP || !got.Force || got.Output != "n.yaml" || got.NATSContext != "prod" ||
+					!slices.Equal(got.ConfirmTag, []string{"impact:rw", "scope:system"}) {
+					t.Errorf("init: got %+v", got)
+				}
+			},
+		},
+		{
+			name: "NATS_CONTEXT names init's context", args: []string{"init", "--application", "nats", "--identity", "n"},
+			env: map[string]string{"NATS_CONTEXT": "fromenv"}, wantCmd: "init",
+			check: func(t *testing.T, r *root) {
+				if got, want := r.Init.NATSContext, "fromenv"; got != want {
+					t.Errorf("init --nats-context: got %q, want %q", got, want)
+				}
+			},
+		},
+		{name: "init without an application", args: []string{"init", "--identity", "demo"}, wantErr: "--application"},
+		{name: "init without an identity", args: []string{"init", "--application", "fiskdemo"}, wantErr: "--identity"},
 		{name: "audit tail with identity and subject", args: []string{"audit", "tail", "--identity", "a", "--subject", "b"}, wantErr: "can't be used together"},
 		{name: "serve without config", args: []string{"serve"}, wantErr: "--config"},
 		{name: "serve with a missing config", args: []string{"serve", "--config", cfg + ".missing"}, wantErr: "agent.yaml.missing"},

@@ -45,6 +45,9 @@ type root struct {
 	Discover discoverCmd `cmd:"" help:"Show the agent card of IDENTITY: its served tools."`
 	Call     callCmd     `cmd:"" help:"Call TOOL on IDENTITY and print the CommandResult."`
 	Info     infoCmd     `cmd:"" help:"List what serve would serve, and why each dropped tool is dropped."`
+	// Init writes a file for info and serve to read; it never replaces
+	// one unless told to.
+	Init initCmd `cmd:"" help:"Write an agent.yaml for a fisk application: the keys that serve it, its commands as serve selects them (in comments, with why each dropped one is dropped), and every other key commented out with its default. With neither --a2a nor --mcp, both are enabled."`
 	// Approvals answers what the fleet's gated calls wait on. Who may
 	// answer is decided by NATS permissions, not by the --as name.
 	Approvals approvalsCmd `cmd:"" help:"List, watch and answer the operator approval requests of gated commands."`

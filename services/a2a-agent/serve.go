@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -247,7 +248,14 @@ func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if app == nil {
 		return fmt.Errorf("%s: nothing to list: add application_path", cfg.File)
 	}
-	served, dropped := server.Select(app.Tools(), cfg.Approvals != nil && cfg.Approvals.Operator)
 	fmt.Fprintf(e.stdout, "agent %s over A2A: %s, %s\n\n", cfg.Identity, natsbus.DiscoverySubject(cfg.Identity), natsbus.ToolSubject(cfg.Identity))
-	return tool.Listing{Served: served, Dropped: append(app.Dropped, dropped...)}.Write(e.stdout)
+	return a2aListing(cfg, app).Write(e.stdout)
+}
+
+// a2aListing is what info lists, init writes in its comments and serve
+// serves: the commands the load kept as the A2A server selects them, then
+// every command dropped, by the load and by the selection, with why.
+func a2aListing(cfg *config.Config, app *fiskapp.App) tool.Listing {
+	served, dropped := server.Select(app.Tools(), cfg.Approvals != nil && cfg.Approvals.Operator)
+	return tool.Listing{Served: served, Dropped: slices.Concat(app.Dropped, dropped)}
 }
