@@ -1,5 +1,5 @@
 // Package dist builds a fiskfleet release into one directory: per target
-// a tar.gz of both services (with README, CHANGELOG, LICENSE and the examples), per
+// a tar.gz of both services (with README, CHANGELOG, LICENSE, docs/ and the examples), per
 // Linux architecture a .deb, an .rpm and an OCI image tarball, a CycloneDX
 // SBOM beside each of those, and SHA256SUMS over all of them.
 //
@@ -126,11 +126,14 @@ func Run(ctx context.Context, c Config) ([]string, error) {
 	}
 	defer os.RemoveAll(work)
 
-	examples, err := archive.Dir(filepath.Join(c.Root, "integration", "examples"), ".")
+	examples, err := c.tree("integration", "examples")
 	if err != nil {
 		return nil, err
 	}
-	examples = slices.DeleteFunc(examples, func(e archive.Entry) bool { return e.Name == "." })
+	docs, err := c.tree("docs")
+	if err != nil {
+		return nil, err
+	}
 
 	var files []string
 	targetOf := map[string]Target{} // file name -> the target whose binaries it holds
@@ -141,7 +144,7 @@ func Run(ctx context.Context, c Config) ([]string, error) {
 			return nil, err
 		}
 		name := fmt.Sprintf("fiskfleet_%s_%s_%s.tar.gz", c.Version, t.OS, t.Arch)
-		if err := c.writeFile(name, func(w io.Writer) error { return c.writeArchive(w, name, bins, examples) }); err != nil {
+		if err := c.writeFile(name, func(w io.Writer) error { return c.writeArchive(w, name, bins, examples, docs) }); err != nil {
 			return nil, err
 		}
 		files = append(files, name)
@@ -234,7 +237,17 @@ func (c Config) buildTarget(ctx context.Context, t Target, dir string) (map[stri
 	return out, nil
 }
 
-func (c Config) writeArchive(w io.Writer, name string, bins map[string]string, examples []archive.Entry) error {
+// tree lists the files under a directory of the checkout, named
+// relative to it.
+func (c Config) tree(dir ...string) ([]archive.Entry, error) {
+	entries, err := archive.Dir(filepath.Join(append([]string{c.Root}, dir...)...), ".")
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(entries, func(e archive.Entry) bool { return e.Name == "." }), nil
+}
+
+func (c Config) writeArchive(w io.Writer, name string, bins map[string]string, examples, docs []archive.Entry) error {
 	prefix := strings.TrimSuffix(name, ".tar.gz")
 	entries := []archive.Entry{{Name: prefix, Dir: true}}
 	for _, s := range Services {
@@ -247,10 +260,16 @@ func (c Config) writeArchive(w io.Writer, name string, bins map[string]string, e
 	} else {
 		c.Logger.Warn("no LICENSE in the checkout: the archive has none", "archive", name)
 	}
-	entries = append(entries, archive.Entry{Name: prefix + "/examples", Dir: true})
-	for _, e := range examples {
-		e.Name = prefix + "/examples/" + e.Name
-		entries = append(entries, e)
+	// In a fixed order: two builds of one commit are byte for byte equal.
+	for _, tree := range []struct {
+		dir   string
+		files []archive.Entry
+	}{{"examples", examples}, {"docs", docs}} {
+		entries = append(entries, archive.Entry{Name: prefix + "/" + tree.dir, Dir: true})
+		for _, e := range tree.files {
+			e.Name = prefix + "/" + tree.dir + "/" + e.Name
+			entries = append(entries, e)
+		}
 	}
 	return archive.WriteTarGz(w, entries, c.Time)
 }

@@ -123,8 +123,8 @@ func TestReleaseFiles(t *testing.T) {
 	}
 }
 
-// TestReleaseArchives opens every tar.gz: both services, README, LICENSE
-// and the examples under one top directory; binaries static, built for
+// TestReleaseArchives opens every tar.gz: both services, README,
+// CHANGELOG, LICENSE, docs/ and the examples under one top directory; binaries static, built for
 // their target without cgo, -trimpath and the release's version; the one
 // this machine can run says that version for --version.
 func TestReleaseArchives(t *testing.T) {
@@ -138,6 +138,16 @@ func TestReleaseArchives(t *testing.T) {
 			for _, m := range []string{"a2a-agent", "mcp-gateway", "README.md", "CHANGELOG.md", "examples/demo.yaml", "examples/nats-cli.yaml"} {
 				if _, ok := members[prefix+m]; !ok {
 					t.Errorf("got no %s%s in %s, want it", prefix, m, name)
+				}
+			}
+			// README links docs/: every page of the checkout ships beside it.
+			pages, _ := filepath.Glob("../../docs/*.md")
+			if len(pages) == 0 {
+				t.Fatal("got no docs/*.md in the checkout")
+			}
+			for _, p := range pages {
+				if _, ok := members[prefix+"docs/"+filepath.Base(p)]; !ok {
+					t.Errorf("got no %sdocs/%s in %s, want every page README links", prefix, filepath.Base(p), name)
 				}
 			}
 			if _, ok := members[prefix+"LICENSE"]; !ok {
