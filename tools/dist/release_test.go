@@ -124,9 +124,10 @@ func TestReleaseFiles(t *testing.T) {
 }
 
 // TestReleaseArchives opens every tar.gz: both services, README,
-// CHANGELOG, LICENSE, docs/ and the examples under one top directory; binaries static, built for
-// their target without cgo, -trimpath and the release's version; the one
-// this machine can run says that version for --version.
+// CHANGELOG, LICENSE, docs/ and the examples under one top directory;
+// binaries static, built for their target without cgo, -trimpath and the
+// release's version; the one this machine can run says that version for
+// --version.
 func TestReleaseArchives(t *testing.T) {
 	r := releaseUnderTest(t)
 	for _, tg := range dist.DefaultTargets {
