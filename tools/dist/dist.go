@@ -1,7 +1,8 @@
 // Package dist builds a fiskfleet release into one directory: per target
 // a tar.gz of both services (with README, CHANGELOG, LICENSE, docs/ and
-// the examples), per Linux architecture a .deb, an .rpm and an OCI image tarball, a CycloneDX
-// SBOM beside each of those, and SHA256SUMS over all of them.
+// the examples), per Linux architecture a .deb, an .rpm and an OCI image
+// tarball, a CycloneDX SBOM beside each of those, and SHA256SUMS over all
+// of them.
 //
 // Everything is reproducible: binaries are built with -trimpath, no build
 // id and no VCS stamping, the version, commit and date come from the
