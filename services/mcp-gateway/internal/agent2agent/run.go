@@ -118,7 +118,7 @@ func (s *Service) begin(r *http.Request, sc scope, req *rpcRequest) (ru *run, im
 	}
 	if rr := s.srv.Limit(ctx, c.tool, c.args, s.invocation(r, nil)); rr != nil {
 		return nil, false, nil, &rpcError{Code: mcpserver.CodeRateLimited, Message: rr.Message,
-			Data: map[string]any{"retryAfterSeconds": rr.RetryAfter()}, status: http.StatusTooManyRequests, retryAfter: rr.RetryAfter()}
+			Data: map[string]any{"retryAfterSeconds": rr.RetryAfterSeconds()}, status: http.StatusTooManyRequests, retryAfter: rr.RetryAfterSeconds()}
 	}
 	ru, err := s.start(r, c, m.ContextID)
 	if err != nil {

@@ -452,20 +452,20 @@ func TestPolicyShare(t *testing.T) {
 			for range erinCalls {
 				go call(erin)
 			}
-			fisktest.WaitFor(t, 5*time.Second, "erin's calls to arrive", func() bool { return s.inFlight.Load() == erinCalls })
+			fisktest.WaitFor(t, 5*time.Second, "erin's calls to arrive", func() bool { return s.core.InFlight() == erinCalls })
 			fisktest.WaitFor(t, 5*time.Second, "one of erin's calls to run", func() bool { r, _ := slow.counts("erin"); return r == 1 })
 
 			// frank has no share: his call runs while erin's wait, on a
 			// gateway slot her waiting calls do not hold.
 			go call(frank)
 			fisktest.WaitFor(t, 5*time.Second, "frank's call to run beside erin's", func() bool { r, _ := slow.counts("frank"); return r == 1 })
-			if got := len(s.sem); got != 2 {
+			if got := s.core.Running(); got != 2 {
 				t.Errorf("got %d gateway slots taken, want 2 (one run each): a call waiting for its share holds none", got)
 			}
-			if got := s.shares.InUse("erin"); got != 1 {
+			if got := s.core.SharesInUse("erin"); got != 1 {
 				t.Errorf("got erin's share %d in use, want 1", got)
 			}
-			if got := s.shares.InUse("frank"); got != 0 {
+			if got := s.core.SharesInUse("frank"); got != 0 {
 				t.Errorf("got frank's share %d in use, want 0: his role has no share", got)
 			}
 
@@ -478,10 +478,10 @@ func TestPolicyShare(t *testing.T) {
 			if _, most := slow.counts("erin"); most != 1 {
 				t.Errorf("got erin at most %d calls at once, want 1 (her share)", most)
 			}
-			if got := s.shares.InUse("erin"); got != 0 {
+			if got := s.core.SharesInUse("erin"); got != 0 {
 				t.Errorf("got erin's share %d in use after her calls ended, want 0", got)
 			}
-			if got := len(s.sem); got != 0 {
+			if got := s.core.Running(); got != 0 {
 				t.Errorf("got %d gateway slots taken after every call, want 0", got)
 			}
 		})
@@ -514,12 +514,12 @@ func TestPolicyShareCanceledWait(t *testing.T) {
 		_, err := tryCall(ctx, erin, "slow", nil)
 		second <- err
 	}()
-	fisktest.WaitFor(t, 5*time.Second, "erin's second call to wait", func() bool { return s.inFlight.Load() == 2 })
+	fisktest.WaitFor(t, 5*time.Second, "erin's second call to wait", func() bool { return s.core.InFlight() == 2 })
 	cancel()
 	if err := <-second; err == nil {
 		t.Error("got a result for the canceled call, want the client's cancellation error")
 	}
-	fisktest.WaitFor(t, 5*time.Second, "the canceled call to leave", func() bool { return s.inFlight.Load() == 1 })
+	fisktest.WaitFor(t, 5*time.Second, "the canceled call to leave", func() bool { return s.core.InFlight() == 1 })
 	if _, most := slow.counts("erin"); most != 1 {
 		t.Errorf("got erin at most %d calls at once, want 1", most)
 	}
@@ -527,7 +527,7 @@ func TestPolicyShareCanceledWait(t *testing.T) {
 	if res := <-first; res == nil || res.IsError {
 		t.Fatalf("got %+v, want the first call to finish", res)
 	}
-	fisktest.WaitFor(t, 5*time.Second, "erin's share to be free", func() bool { return s.shares.InUse("erin") == 0 })
+	fisktest.WaitFor(t, 5*time.Second, "erin's share to be free", func() bool { return s.core.SharesInUse("erin") == 0 })
 	// A new call gets the slot at once: nothing of the canceled wait is
 	// left holding it.
 	if res := callTool(t, erin, "slow", nil); res.IsError {
@@ -728,7 +728,7 @@ func TestAdmitRefusesInBand(t *testing.T) {
 			before := tt.tool.runs.Load()
 			req := mcp.CallToolRequest{}
 			req.Params.Name = tt.tool.Name()
-			res := s.handle(tt.ctx, tt.tool.Name(), req)
+			res := s.callTool(tt.ctx, tt.tool.Name(), req, nil)
 			ran := tt.tool.runs.Load() - before
 			if tt.wantRun {
 				if res.IsError || ran != 1 {

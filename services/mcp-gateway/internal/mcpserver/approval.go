@@ -8,18 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
-	"github.com/fiskfleet/fiskfleet/shared/approval"
-	"github.com/fiskfleet/fiskfleet/shared/audit"
-	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 )
 
@@ -40,64 +36,45 @@ var approvalSchema = map[string]any{
 	"required": []string{approvalKey},
 }
 
-// gate decides whether a gated call runs. It returns run true to go on, or
-// the result to answer with: a denial, a refusal, or (for a client of the
-// 2026-07-28 revision) the input request that asks for approval.
-//
-// The gate is a courtesy, not an enforcement boundary: under
-// confirm_over_mcp never, and under auto for a client that cannot elicit,
-// gated tools run unasked. ai:deny is the only reliable exclusion.
-func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, input json.RawMessage, line string, rec *record) (res *mcp.CallToolResult, run bool) {
-	if s.cfg.Confirm == config.ConfirmNever {
-		rec.approval = "not asked (expose.agent.mcp.confirm_over_mcp: never)"
-		rec.gate = audit.DecisionNever
-		return nil, true
-	}
-	if invocationFrom(ctx) != nil {
-		return s.invocationGate(ctx, e, req, input, line, rec)
-	}
-	if rt := req.Params.MultiRoundTripParams; rt.RequestState != "" || len(rt.InputResponses) > 0 {
-		return s.redeem(ctx, e, rt, input, rec)
-	}
+// formAsker is the [call.Asker] of one MCP tools/call: it asks the human
+// at the client's end through an approval form. Clients of the
+// session-based protocol revisions are asked with a server-initiated
+// elicitation/create request, bounded by the approval timeout; clients of
+// the 2026-07-28 revision get an input request (requested) carrying the
+// form and a single-use nonce, and retry the call with the answer.
+type formAsker struct {
+	s   *Server
+	req mcp.CallToolRequest
+	// requested is the input request answered to a 2026-07-28 client,
+	// once Ask returned a pending answer.
+	requested *mcp.CallToolResult
+}
 
+// Ask asks as described above, or redeems the answer a retried call
+// carries. It reports asked false when the client cannot elicit.
+func (fa *formAsker) Ask(ctx context.Context, q call.Question) (call.Answer, bool) {
+	s := fa.s
+	if rt := fa.req.Params.MultiRoundTripParams; rt.RequestState != "" || len(rt.InputResponses) > 0 {
+		return s.redeem(ctx, q, rt), true
+	}
 	// The capability is read on every call, never cached: a session-based
 	// client declared it once at initialize, a client of the 2026-07-28
 	// revision declares it on each request.
 	modern := mcp.IsModernProtocol(server.RequestProtocolVersion(ctx))
 	if !canElicit(ctx, modern) {
-		if s.cfg.Approvals != nil {
-			// Nobody at the client's end can be asked: an operator is.
-			return s.operatorGate(ctx, e, req, input, line, rec)
-		}
-		if s.cfg.Confirm == config.ConfirmAlways {
-			rec.approval = "client cannot elicit"
-			rec.gate = audit.DecisionRefusedGated
-			s.cfg.Metrics.Approval(ops.AnswerUnsupported)
-			return rec.fail(outcomeRefused, fmt.Sprintf(
-				"%s needs a human's approval, but this client cannot answer an elicitation form and expose.agent.mcp.confirm_over_mcp is always: "+
-					"use a client that supports elicitation, or set expose.agent.mcp.confirm_over_mcp to auto", e.def.Name)), false
-		}
-		rec.approval = "skipped: the client cannot elicit (expose.agent.mcp.confirm_over_mcp: auto)"
-		rec.gate = audit.DecisionUnasked
-		s.cfg.Metrics.Approval(ops.AnswerUnsupported)
-		rec.warn = true
-		return nil, true
+		return call.Answer{}, false
 	}
-
-	params := s.approvalForm(e, line)
+	params := s.approvalForm(q)
 	if modern {
 		// No request is held open: the client asks its human and retries
 		// the call with the answer and this nonce, which is bound to the
 		// tool and the exact arguments.
-		nonce, err := s.approvals.issue(ctx, e.def.Name, digest(e.def.Name, input))
+		nonce, err := s.approvals.issue(ctx, q.Tool, digest(q.Tool, q.Input))
 		if err != nil {
-			rec.approval = "not asked: " + err.Error()
-			s.cfg.Metrics.Approval(ops.AnswerError)
-			return s.deny(e, rec, err.Error()), false
+			return call.Answer{Reason: err.Error(), Metric: ops.AnswerError}, true
 		}
-		rec.outcome = outcomeRequested
-		rec.approval = "requested"
-		return server.NewInputRequestBuilder(nonce).Elicit(approvalKey, params).ToolResult(), false
+		fa.requested = server.NewInputRequestBuilder(nonce).Elicit(approvalKey, params).ToolResult()
+		return call.Answer{Pending: true}, true
 	}
 
 	actx, cancel := context.WithTimeout(ctx, s.cfg.ApprovalTimeout)
@@ -107,94 +84,16 @@ func (s *Server) gate(ctx context.Context, e *entry, req mcp.CallToolRequest, in
 		Params:  params,
 	})
 	if err != nil {
-		reason, answer := "asking failed: "+err.Error(), ops.AnswerError
+		a := call.Answer{Reason: "asking failed: " + err.Error(), Metric: ops.AnswerError}
 		switch {
 		case ctx.Err() != nil:
-			reason, answer = "the request ended while waiting for an answer", ops.AnswerCanceled
+			a.Reason, a.Metric = "the request ended while waiting for an answer", ops.AnswerCanceled
 		case errors.Is(actx.Err(), context.DeadlineExceeded):
-			reason, answer = fmt.Sprintf("no answer within %s", s.cfg.ApprovalTimeout), ops.AnswerTimeout
+			a.Reason, a.Metric, a.TimedOut = fmt.Sprintf("no answer within %s", s.cfg.ApprovalTimeout), ops.AnswerTimeout, true
 		}
-		s.cfg.Metrics.Approval(answer)
-		res := s.deny(e, rec, reason)
-		if answer == ops.AnswerTimeout {
-			rec.gate = audit.DecisionTimedOut
-		}
-		return res, false
+		return a, true
 	}
-	return s.decide(e, answer, rec)
-}
-
-// operatorGate puts a gated call of a client that cannot elicit to the
-// operators (approvals.operator) and waits for their answer, before any
-// slot is taken and outside the run timeout. A client that sent a
-// progress token hears "awaiting operator approval (id …)" at once and
-// again every heartbeat while it waits. The request ending (the client
-// cancels or goes away) withdraws it everywhere.
-func (s *Server) operatorGate(ctx context.Context, e *entry, req mcp.CallToolRequest, input json.RawMessage, line string, rec *record) (*mcp.CallToolResult, bool) {
-	caller := approval.Caller{}
-	if c := auth.CallerFrom(ctx); c != nil && !c.Static {
-		caller = approval.Caller{Subject: c.Subject, Roles: c.Roles, ClientID: c.ClientID}
-	} else if c != nil {
-		caller = approval.Caller{Subject: c.Subject}
-	}
-	var (
-		tell  func(string)
-		stopC = make(chan struct{})
-	)
-	if token := progressToken(req); token != nil {
-		send := s.notifier(ctx, token)
-		tell = func(msg string) { send(0, msg) }
-	}
-	inv := invocationFrom(ctx)
-	defer close(stopC)
-	dec, err := s.cfg.Approvals.Request(ctx, approval.Pending{
-		Tool:    e.def.Name,
-		Command: line,
-		Digest:  audit.Digest(input),
-		Caller:  caller,
-		Announced: func(r approval.Request) {
-			if inv != nil && inv.Awaiting != nil {
-				inv.Awaiting(r.ID)
-			}
-			if tell == nil {
-				return
-			}
-			msg := "awaiting operator approval (id " + r.ID + ")"
-			tell(msg)
-			go func() {
-				t := time.NewTicker(operatorHeartbeat)
-				defer t.Stop()
-				for {
-					select {
-					case <-stopC:
-						return
-					case <-t.C:
-						tell(msg)
-					}
-				}
-			}()
-		},
-	})
-	switch {
-	case err == nil && dec.Approved():
-		rec.approval = "approved by operator " + dec.Approver
-		rec.gate, rec.approver = audit.DecisionOperator, dec.Approver
-		s.cfg.Metrics.Approval(ops.AnswerAccepted)
-		return nil, true
-	case err == nil && dec.Outcome == approval.OutcomeExpired:
-		s.cfg.Metrics.Approval(ops.AnswerTimeout)
-		res := s.deny(e, rec, fmt.Sprintf("no operator answered approval %s in time", dec.Request.ID))
-		rec.gate = audit.DecisionTimedOut
-		return res, false
-	case err == nil:
-		s.cfg.Metrics.Approval(ops.AnswerDeclined)
-		res := s.deny(e, rec, fmt.Sprintf("operator %s denied approval %s: %s", dec.Approver, dec.Request.ID, dec.Reason))
-		rec.approver = dec.Approver
-		return res, false
-	default:
-		s.cfg.Metrics.Approval(ops.AnswerError)
-		return s.deny(e, rec, "asking an operator failed: "+err.Error()), false
-	}
+	return decide(answer), true
 }
 
 // operatorHeartbeat is how often a client waiting for an operator hears
@@ -205,71 +104,81 @@ const operatorHeartbeat = a2a.HeartbeatInterval
 // redeem checks an answer carried by a retried call: the nonce must be one
 // this server issued, unexpired, unused, and issued for this tool and these
 // exact arguments. It is spent whatever the outcome.
-func (s *Server) redeem(ctx context.Context, e *entry, rt mcp.MultiRoundTripParams, input json.RawMessage, rec *record) (*mcp.CallToolResult, bool) {
-	if err := s.approvals.redeem(ctx, rt.RequestState, e.def.Name, digest(e.def.Name, input)); err != nil {
-		s.cfg.Metrics.Approval(ops.AnswerError)
-		return s.deny(e, rec, err.Error()), false
+func (s *Server) redeem(ctx context.Context, q call.Question, rt mcp.MultiRoundTripParams) call.Answer {
+	if err := s.approvals.redeem(ctx, rt.RequestState, q.Tool, digest(q.Tool, q.Input)); err != nil {
+		return call.Answer{Reason: err.Error(), Metric: ops.AnswerError}
 	}
 	answer := server.ElicitationResponse(rt.InputResponses, approvalKey)
 	if answer == nil {
-		s.cfg.Metrics.Approval(ops.AnswerError)
-		return s.deny(e, rec, "the retried call carried no answer to the approval form"), false
+		return call.Answer{Reason: "the retried call carried no answer to the approval form", Metric: ops.AnswerError}
 	}
-	return s.decide(e, answer, rec)
+	return decide(answer)
 }
 
 // decide runs the call only for an explicit accept whose approve property
 // is the JSON boolean true. Everything else fails closed.
-func (s *Server) decide(e *entry, answer *mcp.ElicitationResult, rec *record) (res *mcp.CallToolResult, run bool) {
-	defer func() { s.cfg.Metrics.Approval(answerOf(answer, run)) }()
+func decide(answer *mcp.ElicitationResult) (a call.Answer) {
+	defer func() { a.Metric = answerOf(answer, a.Run) }()
 	if answer == nil {
-		return s.deny(e, rec, "no answer"), false
+		return call.Answer{Reason: "no answer"}
 	}
 	switch answer.Action {
 	case mcp.ElicitationResponseActionAccept:
 	case mcp.ElicitationResponseActionDecline:
-		return s.deny(e, rec, "declined"), false
+		return call.Answer{Reason: "declined"}
 	case mcp.ElicitationResponseActionCancel:
-		return s.deny(e, rec, "dismissed the request"), false
+		return call.Answer{Reason: "dismissed the request"}
 	default:
-		return s.deny(e, rec, fmt.Sprintf("unknown answer %q", answer.Action)), false
+		return call.Answer{Reason: fmt.Sprintf("unknown answer %q", answer.Action)}
 	}
 	content, ok := answer.Content.(map[string]any)
 	if !ok {
-		return s.deny(e, rec, "the answer carried no form content"), false
+		return call.Answer{Reason: "the answer carried no form content"}
 	}
 	v, ok := content[approvalKey]
 	if !ok {
-		return s.deny(e, rec, fmt.Sprintf("the answer did not say %q", approvalKey)), false
+		return call.Answer{Reason: fmt.Sprintf("the answer did not say %q", approvalKey)}
 	}
 	approved, ok := v.(bool)
 	switch {
 	case !ok:
-		return s.deny(e, rec, fmt.Sprintf("the answer to %q was not a boolean", approvalKey)), false
+		return call.Answer{Reason: fmt.Sprintf("the answer to %q was not a boolean", approvalKey)}
 	case !approved:
-		return s.deny(e, rec, "answered no"), false
+		return call.Answer{Reason: "answered no"}
 	}
-	rec.approval = "approved"
-	rec.gate = audit.DecisionElicitation
-	return nil, true
+	return call.Answer{Run: true}
 }
 
-func (s *Server) deny(e *entry, rec *record, reason string) *mcp.CallToolResult {
-	rec.approval = "denied: " + reason
-	rec.gate = audit.DecisionDeclined
-	return rec.fail(outcomeDenied, fmt.Sprintf("%s was not run: the human did not approve it (%s)", e.def.Name, reason))
+// answerOf names a human's answer to an approval form for the metrics:
+// run is whether [decide] let the call go on.
+func answerOf(answer *mcp.ElicitationResult, run bool) string {
+	switch {
+	case run:
+		return ops.AnswerAccepted
+	case answer == nil:
+		return ops.AnswerError
+	case answer.Action == mcp.ElicitationResponseActionDecline:
+		return ops.AnswerDeclined
+	case answer.Action == mcp.ElicitationResponseActionCancel:
+		return ops.AnswerCanceled
+	case answer.Action == mcp.ElicitationResponseActionAccept:
+		// Accepted the form but did not say yes: a "no", or a malformed
+		// answer, which denies like one.
+		return ops.AnswerDeclined
+	}
+	return ops.AnswerError
 }
 
 // approvalForm is the form that asks the human. Its message names exactly
 // what will run.
-func (s *Server) approvalForm(e *entry, line string) mcp.ElicitationParams {
+func (s *Server) approvalForm(q call.Question) mcp.ElicitationParams {
 	what := "run this command"
-	if e.liner == nil {
+	if !q.Command {
 		what = "call this tool"
 	}
 	return mcp.ElicitationParams{
 		Mode:            mcp.ElicitationModeForm,
-		Message:         fmt.Sprintf("%s asks to %s:\n\n%s\n\nApprove?", s.cfg.Identity, what, line),
+		Message:         fmt.Sprintf("%s asks to %s:\n\n%s\n\nApprove?", s.cfg.Identity, what, q.Line),
 		RequestedSchema: approvalSchema,
 	}
 }
@@ -305,25 +214,8 @@ func digest(name string, input json.RawMessage) [sha256.Size]byte {
 	return d
 }
 
-// canonical re-encodes a JSON object with sorted keys and no insignificant
-// space, so two encodings of the same arguments digest alike. Numbers keep
-// their literal text. Absent input is the empty object.
-func canonical(input json.RawMessage) []byte {
-	if len(input) == 0 {
-		return []byte("{}")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(input)))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return input
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return input
-	}
-	return b
-}
+// canonical is [call.Canonical], what an approval's digest is taken of.
+func canonical(input json.RawMessage) []byte { return call.Canonical(input) }
 
 // approvalNonces keeps the approvals asked of clients of the 2026-07-28
 // revision and not yet answered: random single-use nonces, each bound to a

@@ -115,7 +115,7 @@ func plainCall(req *mcp.CallToolRequest) bool {
 // binding no parameter to a header.
 func (s *Server) fastTool(ctx context.Context, name string) bool {
 	e := (*s.entries.Load())[name]
-	return e != nil && !e.gated && !e.headerParams && (e.def.Execution == nil || e.def.Execution.TaskSupport != mcp.TaskSupportRequired) && !s.hidden(ctx, e)
+	return e != nil && !e.Gated && !e.headerParams && (e.def.Execution == nil || e.def.Execution.TaskSupport != mcp.TaskSupportRequired) && !s.hidden(ctx, e)
 }
 
 // answerCall runs req, a call of the tools/call id, under ctx, and writes
@@ -123,9 +123,7 @@ func (s *Server) fastTool(ctx context.Context, name string) bool {
 // type and server info when modern. A client gone by the end gets nothing,
 // as with mcp-go.
 func (s *Server) answerCall(ctx context.Context, w http.ResponseWriter, r *http.Request, id any, req mcp.CallToolRequest, modern bool) {
-	s.inFlight.Add(1)
-	res := s.handle(ctx, req.Params.Name, req)
-	s.inFlight.Add(-1)
+	res := s.callTool(ctx, req.Params.Name, req, nil)
 	if r.Context().Err() != nil {
 		return
 	}

@@ -213,7 +213,7 @@ func TestToolsCallFastPath(t *testing.T) {
 		tools = append(tools, c)
 	}
 	s, url := startServer(t, Config{}, tools)
-	if e := (*s.entries.Load())["echo"]; e == nil || e.gated || e.headerParams {
+	if e := (*s.entries.Load())["echo"]; e == nil || e.Gated || e.headerParams {
 		t.Fatalf("echo's entry: got %+v, want an ungated tool without header parameters", e)
 	}
 
@@ -242,18 +242,18 @@ func TestToolsCallFastPath(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for s.inFlight.Load() == 0 && time.Now().Before(deadline) {
+	for s.core.InFlight() == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if s.inFlight.Load() == 0 {
+	if s.core.InFlight() == 0 {
 		t.Fatal("the sleep call never started")
 	}
 	cancel()
 	<-done
-	for s.inFlight.Load() != 0 && time.Now().Before(deadline) {
+	for s.core.InFlight() != 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if n := s.inFlight.Load(); n != 0 {
+	if n := s.core.InFlight(); n != 0 {
 		t.Errorf("after the client went away: %d calls still in flight, want 0", n)
 	}
 }
@@ -285,7 +285,7 @@ func TestToolsCallPolicy(t *testing.T) {
 func gatedTool(t *testing.T, s *Server) string {
 	t.Helper()
 	for name, e := range *s.entries.Load() {
-		if e.gated {
+		if e.Gated {
 			return name
 		}
 	}

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"errors"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 )
 
@@ -11,9 +12,8 @@ import (
 var (
 	// ErrInvalidConfig is a [Config] that cannot be served.
 	ErrInvalidConfig = errors.New("invalid MCP server config")
-	// ErrCollision is two tools claiming one name. The model addresses
-	// every tool by one flat name, so a strict server refuses to guess.
-	ErrCollision = errors.New("tool name collision")
+	// ErrCollision is two tools claiming one name ([call.ErrCollision]).
+	ErrCollision = call.ErrCollision
 	// ErrListen is an address the server could not bind.
 	ErrListen = errors.New("listening for MCP clients")
 )

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
 )
 
 // Routes are the HTTP handlers of another surface of the gateway, by
@@ -61,7 +62,7 @@ func (s *Server) buildHandler() http.Handler {
 	}
 	h := s.probes(checkOrigin(mux, s.cfg.AllowedOrigins))
 	if s.cfg.Tracer != nil {
-		h = markArrival(h)
+		h = call.MarkArrival(h)
 	}
 	return h
 }

@@ -7,12 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/procs"
@@ -45,37 +42,21 @@ type Server struct {
 	clientSessions sync.Map
 	// stopExpiry ends the idle-session expiry loop.
 	stopExpiry chan struct{}
-	// sem holds one token per running call, commands and built-ins alike.
-	sem chan struct{}
-	// shares holds each caller's own slots, when its policy role limits
-	// it (access.go).
-	shares policy.Shares
-	// unreachable is what [Server.SetUnreachable] last set.
-	unreachable atomic.Pointer[Unreachable]
-	// limits holds each caller's rate buckets, when its policy role sets
-	// a rate (rate.go).
-	limits    policy.Limiter
+	// core is the call path every surface shares: the served tools,
+	// policy, gate, slots and what a call leaves behind.
+	core      *call.Core
 	approvals approvalNonces
-	// entries maps each served name to its entry. It is replaced whole,
-	// never modified, so a call reads it without a lock.
+	// entries maps each served name to its MCP registration. It is
+	// replaced whole, never modified, so a request reads it without a
+	// lock.
 	entries atomic.Pointer[map[string]*entry]
 
-	mu      sync.Mutex // guards sources, served, dropped and defs; serialises SetTools
-	sources map[string][]tool.Tool
-	served  []tool.Tool
-	dropped []tool.Dropped
+	mu sync.Mutex // serialises SetTools; guards defs
 	// defs is the JSON of what tools/list shows, to tell whether a
 	// replacement changed anything clients see.
 	defs []byte
 
 	closeOnce sync.Once
-	// trail writes finished calls' log lines and audit records once
-	// their answers are gone (trail.go).
-	trail *trail
-
-	// inFlight counts the tools/call requests being handled, approval
-	// and slot waits included (metrics.go).
-	inFlight atomic.Int64
 
 	// res is the knowledge resources listing (resources.go).
 	res resourceState
@@ -110,13 +91,27 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		strict:     strict,
-		sem:        make(chan struct{}, cfg.MaxConcurrent),
 		approvals:  newApprovals(cfg.ApprovalTimeout, maxPendingApprovals, time.Now),
-		sources:    map[string][]tool.Tool{},
 		sessions:   newSessions(cfg.SessionIdleTimeout, cfg.MaxSessions, time.Now),
 		cancels:    newCancellations(),
 		stopExpiry: make(chan struct{}),
-		trail:      newTrail(),
+		core: call.New(call.Config{
+			Identity:        cfg.Identity,
+			Instance:        cfg.Instance,
+			MaxConcurrent:   cfg.MaxConcurrent,
+			Timeout:         cfg.Timeout,
+			Confirm:         cfg.Confirm,
+			Policy:          cfg.Policy,
+			Audit:           cfg.Audit,
+			AuditDigestOnly: cfg.AuditDigestOnly,
+			Approvals:       cfg.Approvals,
+			RemoteContext:   cfg.RemoteContext,
+			Refuse:          headerAnnotations,
+			Strict:          strict,
+			Logger:          cfg.Logger,
+			Metrics:         cfg.Metrics,
+			Tracer:          cfg.Tracer,
+		}),
 	}
 	if cfg.ApprovalBucket != nil {
 		s.approvals = &bucketApprovals{kv: cfg.ApprovalBucket, ttl: cfg.ApprovalTimeout, now: time.Now}
@@ -141,7 +136,6 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 	}
 	empty := map[string]*entry{}
 	s.entries.Store(&empty)
-	s.unreachable.Store(new(Unreachable))
 	opts := []server.ServerOption{
 		// listChanged: remote tools come and go while serving, and
 		// clients must hear about it.
@@ -190,7 +184,6 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		// loopback Host header) stays on: WithDisableLocalhostProtection
 		// is deliberately never passed.
 	)
-	s.registerMetrics()
 	s.handler = s.buildHandler()
 	go s.expireIdle(max(cfg.SessionIdleTimeout/4, 10*time.Millisecond), s.stopExpiry)
 	if err := s.SetTools(SourceLocal, tools); err != nil {
@@ -207,101 +200,45 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 // SetTools replaces the tools of source (an empty list removes it) and
 // re-registers everything: [SourceLocal] first, then the other sources by
 // name, the first claim of a name winning, so the same inputs always give
-// the same names. When what clients see changed, mcp-go sends
-// notifications/tools/list_changed. On a strict server (see [New]) a
-// collision is an error wrapping [ErrCollision] and leaves the served set
-// as it was. Calls already running keep the tool they started with.
+// the same names ([call.Core.SetTools]). When what clients see changed,
+// mcp-go sends notifications/tools/list_changed. On a strict server (see
+// [New]) a collision is an error wrapping [ErrCollision] and leaves the
+// served set as it was. Calls already running keep the tool they started
+// with.
 func (s *Server) SetTools(source string, tools []tool.Tool) error {
 	if source == "" {
-		return fmt.Errorf("%w: a tool source needs a name", ErrInvalidConfig)
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, call.ErrNoSource)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-
-	next := maps.Clone(s.sources)
-	if len(tools) == 0 {
-		delete(next, source)
-	} else {
-		next[source] = slices.Clone(tools)
-	}
-	order := slices.Sorted(maps.Keys(next))
-	if i := slices.Index(order, SourceLocal); i > 0 {
-		order = slices.Insert(slices.Delete(order, i, i+1), 0, SourceLocal)
-	}
-
-	prev := *s.entries.Load()
-	claims := map[string]claim{}
-	var (
-		entries    []*entry
-		dropped    []tool.Dropped
-		collisions []string
-		schemaErrs []error
-	)
-	for _, src := range order {
-		for _, t := range next[src] {
-			reason, collision := consider(claims, src, t)
-			if reason == "" {
-				if err := mcp.ValidateParamHeaderAnnotations(&mcp.Tool{Name: t.Name(), RawInputSchema: t.InputSchema()}); err != nil {
-					reason = "invalid x-mcp-header annotations in its input schema: " + err.Error()
-					delete(claims, t.Name())
-				}
-			}
-			if reason != "" {
-				dropped = append(dropped, tool.Dropped{Name: t.Name(), Reason: reason})
-				if collision != "" {
-					collisions = append(collisions, collision)
-				}
-				continue
-			}
-			e, err := newEntry(src, t, prev[t.Name()])
-			if err != nil {
-				schemaErrs = append(schemaErrs, err)
-			}
-			entries = append(entries, e)
+	return s.core.SetTools(source, tools, func(served []*call.Entry) error {
+		entries := make([]*entry, len(served))
+		byName := make(map[string]*entry, len(served))
+		registrations := make([]server.ServerTool, len(served))
+		defs := make([]mcp.Tool, len(served))
+		for i, ce := range served {
+			e := newEntry(ce)
+			entries[i], byName[e.def.Name] = e, e
+			registrations[i] = s.serverTool(e.def)
+			defs[i] = e.def
 		}
-	}
-	if s.strict && len(collisions) > 0 {
-		return fmt.Errorf("%w: %s", ErrCollision, strings.Join(collisions, "; "))
-	}
-
-	for _, err := range schemaErrs {
-		s.log.Warn("input schema not checked locally", "agent", s.cfg.Identity, "error", err)
-	}
-	for _, d := range dropped {
-		if !slices.Contains(s.dropped, d) {
-			s.log.Warn("tool not served over MCP", "agent", s.cfg.Identity, "tool", d.Name, "reason", d.Reason)
+		encoded, err := json.Marshal(defs)
+		if err != nil {
+			return fmt.Errorf("encoding tool definitions: %w", err)
 		}
-	}
-
-	byName := make(map[string]*entry, len(entries))
-	served := make([]tool.Tool, len(entries))
-	registrations := make([]server.ServerTool, len(entries))
-	defs := make([]mcp.Tool, len(entries))
-	for i, e := range entries {
-		byName[e.def.Name] = e
-		served[i] = e.tool
-		registrations[i] = s.serverTool(e.def)
-		defs[i] = e.def
-	}
-	encoded, err := json.Marshal(defs)
-	if err != nil {
-		return fmt.Errorf("encoding tool definitions: %w", err)
-	}
-
-	if err := s.list.set(entries, *s.unreachable.Load()); err != nil {
-		return err
-	}
-	s.sources, s.served, s.dropped = next, served, dropped
-	s.entries.Store(&byName)
-	s.cfg.Metrics.SetTools(slices.Collect(maps.Keys(byName)))
-	if s.defs == nil || !bytes.Equal(encoded, s.defs) {
-		// Replaces the whole registry and tells every connected client;
-		// skipped when nothing a client sees changed, so a periodic
-		// refresh that finds the same tools is silent.
-		s.mcp.SetTools(registrations...)
-	}
-	s.defs = encoded
-	return nil
+		if err := s.list.set(entries, s.core.Unreachable()); err != nil {
+			return err
+		}
+		s.entries.Store(&byName)
+		if s.defs == nil || !bytes.Equal(encoded, s.defs) {
+			// Replaces the whole registry and tells every connected
+			// client; skipped when nothing a client sees changed, so a
+			// periodic refresh that finds the same tools is silent.
+			s.mcp.SetTools(registrations...)
+		}
+		s.defs = encoded
+		return nil
+	})
 }
 
 // listCacheScope is the cacheScope of a 2026-07-28 tools/list answer.
@@ -325,25 +262,26 @@ func (s *Server) serverTool(def mcp.Tool) server.ServerTool {
 		if tr := taskRequestFrom(ctx); tr != nil && req.Params.Task != nil && tr.claim() {
 			return s.startTask(ctx, tr, name, req), nil
 		}
-		s.inFlight.Add(1)
-		defer s.inFlight.Add(-1)
-		return s.handle(ctx, name, req), nil
+		return s.callTool(ctx, name, req, nil), nil
 	}}
 }
 
 // Served returns the served tools in registration order.
 func (s *Server) Served() []tool.Tool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.served)
+	served := s.core.Served()
+	out := make([]tool.Tool, len(served))
+	for i, e := range served {
+		out[i] = e.Tool
+	}
+	return out
 }
 
 // Dropped returns the tools left out, with the reason for each.
-func (s *Server) Dropped() []tool.Dropped {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.dropped)
-}
+func (s *Server) Dropped() []tool.Dropped { return s.core.Dropped() }
+
+// Core returns the server's call core, which the gateway's other surfaces
+// call through.
+func (s *Server) Core() *call.Core { return s.core }
 
 // Handler returns the server's HTTP handler: mcp-go's streamable server at
 // /mcp behind the bearer-token check and the body cap. [Server.Serve] serves
@@ -432,6 +370,6 @@ func (s *Server) Close() {
 		if err := s.streamable.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			s.log.Warn("closing MCP sessions", "agent", s.cfg.Identity, "error", err)
 		}
-		s.trail.close()
+		s.core.Close()
 	})
 }

@@ -41,9 +41,9 @@ import (
 //
 //   - a task-augmented tools/call reserves room for its task, then runs
 //     through mcp-go's ordinary tools/call path and the gateway's one call
-//     path ([Server.handle]): input checks and the approval gate happen on
+//     core ([call.Core.Call]): input checks and the approval gate happen on
 //     the request, its elicitation travelling on the request's own stream;
-//     only once the call is cleared to run ([taskStarted]) is the client
+//     only once the call is cleared to run ([call.Request.Cleared]) is the client
 //     answered with the CreateTaskResult, and the call runs on, detached
 //     from the request, for a slot, under tool_timeout, counted in the
 //     metrics like any call. A call denied before that point becomes a
@@ -124,28 +124,6 @@ func (tr *taskRequest) result() json.RawMessage {
 	return tr.answer
 }
 
-// taskRun lets the call path say when a task's call is cleared to run.
-type taskRun struct {
-	once        sync.Once
-	started     chan struct{}
-	stopRequest func() bool
-}
-
-type taskRunKey struct{}
-
-// taskStarted is called by the call path once a call has passed its checks
-// and approval and is about to wait for a slot. For a task's call it
-// answers the client with the CreateTaskResult and lets the call outlive
-// the request; for any other call it does nothing.
-func taskStarted(ctx context.Context) {
-	if r, ok := ctx.Value(taskRunKey{}).(*taskRun); ok {
-		r.once.Do(func() {
-			r.stopRequest()
-			close(r.started)
-		})
-	}
-}
-
 // startTask turns the task-augmented tools/call req into a task and returns
 // once the call is cleared to run or has already finished (denied, say).
 // The result returned is only a stand-in: the session rules answer with
@@ -162,23 +140,29 @@ func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, re
 		return mcp.NewToolResultError(fmt.Sprintf("%s was not run: %v", name, err))
 	}
 	t := run.Task()
-	started := &taskRun{started: make(chan struct{})}
-	started.stopRequest = context.AfterFunc(ctx, func() { cancel(errTaskRequestEnded) })
+	stopRequest := context.AfterFunc(ctx, func() { cancel(errTaskRequestEnded) })
 	stopStore := context.AfterFunc(s.tasks.Base(), func() { cancel(errTaskStopping) })
-	runCtx = context.WithValue(runCtx, taskRunKey{}, started)
+	// The client is answered once the call is cleared to run, any
+	// approval given; the call then runs on without the request.
+	var once sync.Once
+	started := make(chan struct{})
+	cleared := func() {
+		once.Do(func() {
+			stopRequest()
+			close(started)
+		})
+	}
 
 	s.log.Info("MCP task created", "agent", s.cfg.Identity, "tool", name, "task", t.ID, "ttl", t.TTL)
 	go func() {
 		defer stopStore()
-		defer started.stopRequest()
-		s.inFlight.Add(1)
-		res := s.handle(runCtx, name, req)
-		s.inFlight.Add(-1)
+		defer stopRequest()
+		res := s.callTool(runCtx, name, req, cleared)
 		run.Finish(res, context.Cause(runCtx))
 		cancel(nil)
 	}()
 	select {
-	case <-started.started:
+	case <-started:
 	case <-run.Ended():
 		// Finished before it was cleared to run: denied, or cancelled.
 		if got, err := s.tasks.Get(context.WithoutCancel(ctx), t.Owner, t.ID); err == nil {
@@ -405,13 +389,19 @@ func writeRPCError(w http.ResponseWriter, id json.RawMessage, code int, message 
 	writeRPC(w, rpcAnswer{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Error: &mcp.JSONRPCErrorDetails{Code: code, Message: message}})
 }
 
-func writeRPC(w http.ResponseWriter, a rpcAnswer) {
+// writeRPC writes a, setting the header pairs given (name, value, ...)
+// besides its content type.
+func writeRPC(w http.ResponseWriter, a rpcAnswer, header ...string) {
 	b, err := json.Marshal(a)
 	if err != nil {
 		http.Error(w, "encoding the answer: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h["Content-Type"] = contentJSON
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Set(header[i], header[i+1])
+	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(b, '\n'))
 }

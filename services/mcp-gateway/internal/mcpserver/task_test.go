@@ -267,7 +267,7 @@ func TestTaskCancelKillsProcessGroup(t *testing.T) {
 		}
 		queued <- res
 	}()
-	fisktest.WaitFor(t, 10*time.Second, "the plain call to wait for the slot", func() bool { return s.inFlight.Load() == 2 })
+	fisktest.WaitFor(t, 10*time.Second, "the plain call to wait for the slot", func() bool { return s.core.InFlight() == 2 })
 	select {
 	case res := <-queued:
 		t.Fatalf("the queued call: got %q before the cancel, want it waiting for the slot", resultText(res))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 )
 
@@ -164,7 +165,7 @@ func newToolsList(pageSize int, ttlMs int64, scope mcp.CacheScope, impl mcp.Impl
 func (l *toolsList) set(entries []*entry, unreachable Unreachable) error {
 	tools := make([]listedTool, len(entries))
 	for i, e := range entries {
-		tools[i] = listedTool{def: e.def, tags: e.tool.Tags(), remote: e.source != SourceLocal}
+		tools[i] = listedTool{def: e.def, tags: e.Tool.Tags(), remote: e.Remote()}
 	}
 	sortTools(tools)
 	h := sha256.New()
@@ -252,7 +253,7 @@ func (sn *listSnapshot) view(l *toolsList, g *policy.Grant, modern bool) (*listV
 func (sn *listSnapshot) build(l *toolsList, g *policy.Grant, modern bool) (*listView, error) {
 	tools := make([]mcp.Tool, 0, len(sn.tools))
 	for _, t := range sn.tools {
-		if !g.Allows(t.def.Name, t.tags, t.remote) || t.remote && sn.unreachable.refuses(g, t.def.Name) {
+		if !g.Allows(t.def.Name, t.tags, t.remote) || t.remote && sn.unreachable.Refuses(g, t.def.Name) {
 			continue
 		}
 		def := t.def
@@ -540,7 +541,7 @@ func (s *Server) serveToolsList(w http.ResponseWriter, r *http.Request, body []b
 	} else if header != "" && !mcp.IsValidProtocolVersion(header) {
 		return false
 	}
-	_, g := s.grant(r.Context())
+	g := s.core.Grant(auth.CallerFrom(r.Context()))
 	q := listQuery{id: req.ID, cursor: []byte(params.Cursor), grant: g, modern: modern, sse: onlyEventStream(r.Header)}
 	err := s.list.respond(w, q, func(status, length int) {
 		h := w.Header()

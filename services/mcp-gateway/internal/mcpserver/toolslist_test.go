@@ -312,7 +312,7 @@ func TestToolsListPerCaller(t *testing.T) {
 	for _, token := range []string{"alice", "bob", "dave"} {
 		g := s.cfg.Policy.For(authorized(t, token))
 		for _, e := range *s.entries.Load() {
-			if g.Allows(e.def.Name, e.tool.Tags(), e.source != SourceLocal) {
+			if g.Allows(e.def.Name, e.Tool.Tags(), e.Remote()) {
 				want[token] = append(want[token], e.def.Name)
 			}
 		}

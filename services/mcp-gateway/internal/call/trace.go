@@ -1,4 +1,4 @@
-package mcpserver
+package call
 
 import (
 	"context"
@@ -6,34 +6,34 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
-// startCall starts the span of one tools/call request. It continues the
-// client's trace from the request's _meta (traceparent, tracestate) when
-// it carries one, else from the HTTP headers: _meta is what the MCP client
-// itself says about this request, where a header may belong to a proxy or
-// to the connection. Untraced (no Tracer), it reads neither.
-func (s *Server) startCall(ctx context.Context, name string, req mcp.CallToolRequest) (context.Context, trace.Span) {
-	if s.cfg.Tracer == nil {
+// startCall starts the span of one call. It continues the client's trace
+// from the request's protocol fields (MCP's _meta: traceparent,
+// tracestate) when they carry one, else from the HTTP headers: _meta is
+// what the MCP client itself says about this request, where a header may
+// belong to a proxy or to the connection. Untraced (no Tracer), it reads
+// neither.
+func (c *Core) startCall(ctx context.Context, r *Request) (context.Context, trace.Span) {
+	if c.cfg.Tracer == nil {
 		return ctx, tracing.Nop()
 	}
 	parent := ctx
-	if m := req.Params.Meta; m != nil {
-		parent = tracing.ExtractMeta(ctx, m.AdditionalFields)
+	if r.TraceMeta != nil {
+		parent = tracing.ExtractMeta(ctx, r.TraceMeta)
 	}
 	if !trace.SpanContextFromContext(parent).IsRemote() {
-		parent = tracing.ExtractHTTP(ctx, req.Header)
+		parent = tracing.ExtractHTTP(ctx, r.Header)
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 	a, _ := ctx.Value(arrivalKey{}).(*arrival)
 	if a != nil {
 		opts = append(opts, trace.WithTimestamp(a.at))
 	}
-	ctx, span := s.cfg.Tracer.Start(parent, "tools/call "+name, opts...)
+	ctx, span := c.cfg.Tracer.Start(parent, "tools/call "+r.Tool, opts...)
 	if a != nil {
 		span.AddEvent(tracing.EventParsed)
 		a.mu.Lock()
@@ -43,9 +43,9 @@ func (s *Server) startCall(ctx context.Context, name string, req mcp.CallToolReq
 		a.mu.Unlock()
 	}
 	span.SetAttributes(
-		tracing.AttrMethod.String(string(mcp.MethodToolsCall)),
-		tracing.AttrIdentity.String(s.cfg.Identity),
-		tracing.AttrTool.String(name))
+		tracing.AttrMethod.String(methodToolsCall),
+		tracing.AttrIdentity.String(c.cfg.Identity),
+		tracing.AttrTool.String(r.Tool))
 	return ctx, span
 }
 
@@ -62,10 +62,10 @@ func endSpan(span trace.Span, rec *record) {
 // yet.
 func recordOutcome(span trace.Span, rec *record) {
 	if span.IsRecording() {
-		if rec.outcome == outcomeRequested {
+		if rec.outcome == OutcomeRequested {
 			span.SetAttributes(tracing.AttrApproval.String("requested"))
 		} else {
-			tracing.Outcome(span, metricOutcome(rec))
+			tracing.Outcome(span, rec.metric())
 		}
 		if rec.exitCode != nil {
 			span.SetAttributes(tracing.AttrExitCode.Int(*rec.exitCode))
@@ -75,7 +75,7 @@ func recordOutcome(span trace.Span, rec *record) {
 
 // endCall records the outcome on a tools/call span and ends it, unless the
 // HTTP request that carried the call is still being answered: then
-// [markArrival] ends it once the reply is written, so the span covers the
+// [MarkArrival] ends it once the reply is written, so the span covers the
 // MCP library's encoding too.
 func endCall(ctx context.Context, span trace.Span, rec *record) {
 	if !span.IsRecording() {
@@ -95,6 +95,11 @@ func endCall(ctx context.Context, span trace.Span, rec *record) {
 	}
 	span.End()
 }
+
+// methodToolsCall is the span's method attribute: the MCP method, which
+// every surface's call is named after so that traces of all surfaces read
+// alike.
+const methodToolsCall = "tools/call"
 
 // arrivalKey is the context key of a traced HTTP request's [arrival].
 type arrivalKey struct{}
@@ -117,12 +122,12 @@ type arrival struct {
 	returned, sent bool
 }
 
-// markArrival puts each request's [arrival] in its context and ends the
+// MarkArrival puts each request's [arrival] in its context and ends the
 // tools/call span handed to it once the reply is written (returned to
 // net/http, which sends what is buffered as the handler returns). It is
 // installed only when tracing, outermost, so every layer of the gateway's
 // own handling is inside the span.
-func markArrival(next http.Handler) http.Handler {
+func MarkArrival(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := &arrival{at: time.Now()}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), arrivalKey{}, a)))
@@ -139,11 +144,11 @@ func markArrival(next http.Handler) http.Handler {
 
 // runSpanName names the child span of the run by what runs: a local
 // command, a remote agent's tool, or an in-process built-in.
-func (e *entry) runSpanName() (string, trace.SpanKind) {
+func (e *Entry) runSpanName() (string, trace.SpanKind) {
 	switch {
-	case e.source != SourceLocal:
+	case e.Remote():
 		return "remote call", trace.SpanKindClient
-	case e.liner != nil:
+	case e.Liner != nil:
 		return "command run", trace.SpanKindInternal
 	}
 	return "builtin call", trace.SpanKindInternal
