@@ -1,9 +1,10 @@
 package policy
 
 import (
-	"math"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/fiskfleet/fiskfleet/shared/config"
 )
@@ -20,19 +21,18 @@ type Limiter struct {
 	mu sync.Mutex
 	// buckets are guarded by mu; a bucket that has filled up again is
 	// no different from a new one, and is dropped by sweep.
-	buckets map[bucketKey]*bucket
+	buckets map[bucketKey]*rate.Limiter
 	// adds counts buckets made since the last sweep.
 	adds int
+	// now is the latest time a call was taken at. Callers read the clock
+	// before they wait for mu, so calls may come slightly out of order,
+	// and a rate.Limiter given a time before its last one moves its clock
+	// back and refills that span a second time: Take never goes back.
+	now time.Time
 }
 
 type bucketKey struct {
 	subject, scope string
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
-	rate   config.Rate
 }
 
 // sweepEvery is how many new buckets trigger a sweep of full ones, so
@@ -48,37 +48,41 @@ func (l *Limiter) Take(subject string, now time.Time, bounds ...Bound) (wait tim
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.buckets == nil {
-		l.buckets = map[bucketKey]*bucket{}
+		l.buckets = map[bucketKey]*rate.Limiter{}
 	}
+	if now.Before(l.now) {
+		now = l.now
+	}
+	l.now = now
 	over = -1
-	bs := make([]*bucket, len(bounds))
+	// Each bound has a bucket of its own (a caller's rate, one tool's),
+	// so each reservation is the last of its bucket and CancelAt gives
+	// all of it back.
+	rs := make([]*rate.Reservation, 0, len(bounds))
 	for i, b := range bounds {
 		if b.Rate.Unlimited() {
 			continue
 		}
+		limit, burst := bucketOf(b.Rate)
 		k := bucketKey{subject, b.Scope}
 		bk := l.buckets[k]
-		if bk == nil || bk.rate != b.Rate {
-			bk = &bucket{tokens: float64(b.Rate.Calls), last: now, rate: b.Rate}
+		if bk == nil || bk.Limit() != limit || bk.Burst() != burst {
+			bk = rate.NewLimiter(limit, burst)
 			l.buckets[k] = bk
 			l.adds++
 		}
-		bk.refill(now)
-		bs[i] = bk
-		if bk.tokens < 1 {
-			if w := bk.until(); w > wait {
-				wait = w
-			}
+		r := bk.ReserveN(now, 1)
+		rs = append(rs, r)
+		if d := r.DelayFrom(now); d > 0 {
+			wait = max(wait, d)
 			if over < 0 {
 				over = i
 			}
 		}
 	}
-	if over < 0 {
-		for _, bk := range bs {
-			if bk != nil {
-				bk.tokens--
-			}
+	if over >= 0 {
+		for _, r := range rs {
+			r.CancelAt(now)
 		}
 	}
 	if l.adds >= sweepEvery {
@@ -94,23 +98,18 @@ type Bound struct {
 	Rate  config.Rate
 }
 
-func (b *bucket) refill(now time.Time) {
-	if d := now.Sub(b.last); d > 0 {
-		b.tokens = math.Min(float64(b.rate.Calls), b.tokens+d.Seconds()*b.rate.PerSecond())
-		b.last = now
-	}
-}
-
-// until is how long until the bucket holds one call again.
-func (b *bucket) until() time.Duration {
-	return time.Duration(math.Ceil((1 - b.tokens) / b.rate.PerSecond() * float64(time.Second)))
+// bucketOf is the bucket of r: it holds r.Calls, all of which may be
+// spent at once, and refills at [config.Rate.PerSecond], not at
+// [rate.Every] of the period over N, which rounds to whole nanoseconds
+// (7/s would refill a little fast).
+func bucketOf(r config.Rate) (rate.Limit, int) {
+	return rate.Limit(r.PerSecond()), r.Calls
 }
 
 // sweep drops the buckets that have filled up again; l.mu is held.
 func (l *Limiter) sweep(now time.Time) {
 	for k, bk := range l.buckets {
-		bk.refill(now)
-		if bk.tokens >= float64(bk.rate.Calls) {
+		if bk.TokensAt(now) >= float64(bk.Burst()) {
 			delete(l.buckets, k)
 		}
 	}
