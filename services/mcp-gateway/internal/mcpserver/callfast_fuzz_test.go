@@ -78,7 +78,7 @@ func FuzzToolsCallMatchesMCPGo(f *testing.F) {
 	r.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
 	r.Header.Set(mcp.HeaderMethod, "tools/call")
 	r.Header.Set(mcp.HeaderName, "args")
-	if !s.serveToolsCall(httptest.NewRecorder(), r, modern) {
+	if !s.serveToolsCall(httptest.NewRecorder(), r, modern, "") {
 		f.Fatalf("the 2026-07-28 fast path declined %s", modern)
 	}
 	legacy := []byte(rawCall{session: session, name: "args", args: `{"a":1}`}.body())
@@ -86,7 +86,7 @@ func FuzzToolsCallMatchesMCPGo(f *testing.F) {
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set(mcp.HeaderProtocolVersion, mcp.LATEST_LEGACY_PROTOCOL_VERSION)
 	cw := s.cancels.watch(httptest.NewRecorder(), session, json.RawMessage(`7`))
-	taken := s.serveSessionToolsCall(cw, r, legacy, session)
+	taken := s.serveToolsCall(cw, r, legacy, session)
 	s.cancels.done(cw)
 	if !taken {
 		f.Fatalf("the session path declined %s", legacy)
@@ -119,9 +119,9 @@ func FuzzToolsCallMatchesMCPGo(f *testing.F) {
 // body, POSTed on a session, with a feature mcp-go alone does not have: a
 // task-augmented tools/call (a task, or the error of a malformed task
 // parameter) or a tasks/* method. It reads body as that layer does
-// ([Server.guardSessions]).
+// ([Server.route]).
 func ownSessionFeature(body string) bool {
-	var msg jsonrpcHead
+	var msg message
 	if json.Unmarshal([]byte(body), &msg) != nil || msg.modern() {
 		return false
 	}

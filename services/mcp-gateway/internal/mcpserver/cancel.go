@@ -90,7 +90,7 @@ type cancelWriter struct {
 	cancelled bool
 	// stop, when set, stops the request's handling: for a request the
 	// gateway answers itself rather than mcp-go, which would otherwise
-	// cancel it (see [Server.serveSessionToolsCall]).
+	// cancel it (see [Server.serveToolsCall]).
 	stop    func()
 	status  int
 	started bool // the header was decided: held (JSON) or passed on

@@ -35,7 +35,7 @@ type Routes struct {
 // outside in: the Origin check (so a web page learns nothing, not even
 // whether a token is needed), the bearer check when a token is configured
 // (so an unauthenticated body is never read), the body cap, and the
-// session rules ([Server.guardSessions]).
+// session rules ([Server.route]).
 //
 // The probes /healthz and /readyz sit beside that chain, not in it (see
 // [Server.probes]).
@@ -47,7 +47,7 @@ func (s *Server) buildHandler() http.Handler {
 			return auth.Static(next, s.cfg.AuthToken, authorize)
 		}
 	}
-	mux.Handle("/mcp", authenticate(limitBody(s.guardSessions(s.streamable), s.cfg.MaxBodyBytes, s.cfg.ReadTimeout), s.cfg.Policy.Authorize))
+	mux.Handle("/mcp", authenticate(limitBody(s.route(s.streamable), s.cfg.MaxBodyBytes, s.cfg.ReadTimeout), s.cfg.Policy.Authorize))
 	for p, h := range s.cfg.Open {
 		mux.Handle(p, h)
 	}

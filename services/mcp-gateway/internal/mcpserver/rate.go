@@ -16,33 +16,22 @@ import (
 // answer (toolhive), with the wait in data.retryAfterSeconds.
 const CodeRateLimited = -32029
 
-// rateMessage is what [Server.limitCall] reads of a POSTed message.
-type rateMessage struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	} `json:"params"`
-}
-
 // limitCall answers an MCP tools/call over its caller's rate with the
 // JSON-RPC error CodeRateLimited, its wait in data.retryAfterSeconds and
 // a Retry-After header, and reports true; anything else it leaves to the
 // rest of the transport, having written nothing. It runs in both eras
 // before the call is answered or made a task, and only when the policy
 // sets a rate.
-func (s *Server) limitCall(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if !s.cfg.Policy.Rated() || r.Method != http.MethodPost {
+func (s *Server) limitCall(w http.ResponseWriter, r *http.Request, msg *message) bool {
+	if !s.cfg.Policy.Rated() || msg.Method != string(mcp.MethodToolsCall) || len(msg.ID) == 0 {
 		return false
 	}
-	var msg rateMessage
-	if json.Unmarshal(body, &msg) != nil || msg.Method != string(mcp.MethodToolsCall) || len(msg.ID) == 0 {
+	var name string
+	if json.Unmarshal(msg.Params.Name, &name) != nil {
 		return false
 	}
 	v := s.core.Limit(r.Context(), &call.Request{
-		Tool:     msg.Params.Name,
+		Tool:     name,
 		Args:     msg.Params.Arguments,
 		Caller:   auth.CallerFrom(r.Context()),
 		Protocol: r.Header.Get(mcp.HeaderProtocolVersion),

@@ -176,7 +176,7 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		// confirm_over_mcp auto, would run gated tools unasked.
 		server.WithStateful(true),
 		// The gateway issues, expires and caps sessions itself (see
-		// guardSessions); mcp-go's own idle sweeper stays off, since it
+		// route); mcp-go's own idle sweeper stays off, since it
 		// would also end sessions whose event stream is open.
 		server.WithSessionIdManager(s.sessions),
 		server.WithStreamableHTTPLogger(cfg.Logger),

@@ -37,7 +37,7 @@ import (
 // So mcp-go's task capability stays off (its tasks/* handlers answer
 // "unsupported" to anything that reaches them), the capability and each
 // tool's execution.taskSupport are advertised through hooks, and the
-// session rules ([Server.guardSessions]) route task requests here:
+// session rules ([Server.route]) route task requests here:
 //
 //   - a task-augmented tools/call reserves room for its task, then runs
 //     through mcp-go's ordinary tools/call path and the gateway's one call
@@ -177,7 +177,7 @@ func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, re
 // it reads the task parameter and reserves room for the task. It returns
 // nil, true for a call that asks for no task, and false when it has
 // answered the request itself with a JSON-RPC error.
-func (s *Server) taskCall(w http.ResponseWriter, r *http.Request, owner, session string, msg *jsonrpcHead) (*taskRequest, bool) {
+func (s *Server) taskCall(w http.ResponseWriter, r *http.Request, owner, session string, msg *message) (*taskRequest, bool) {
 	asked, ttl, err := s.taskTTL(msg.Params.Task)
 	if err != nil {
 		writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, err.Error())
@@ -255,7 +255,7 @@ func isTaskMethod(method string) bool {
 
 // serveTaskMethod answers tasks/get, tasks/result, tasks/cancel and
 // tasks/list for owner.
-func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner string, msg *jsonrpcHead) {
+func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner string, msg *message) {
 	if len(msg.ID) == 0 {
 		// A notification asks for no answer.
 		w.WriteHeader(http.StatusAccepted)
@@ -329,7 +329,7 @@ func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner s
 
 // taskError answers a task method whose task could not be read: not
 // found, or the store unreachable.
-func (s *Server) taskError(w http.ResponseWriter, msg *jsonrpcHead, id string, err error) {
+func (s *Server) taskError(w http.ResponseWriter, msg *message, id string, err error) {
 	if errors.Is(err, tasks.ErrNotFound) {
 		writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, taskNotFound(id))
 		return
@@ -338,7 +338,7 @@ func (s *Server) taskError(w http.ResponseWriter, msg *jsonrpcHead, id string, e
 }
 
 // taskStoreError answers a task method when the store failed.
-func (s *Server) taskStoreError(w http.ResponseWriter, msg *jsonrpcHead, err error) {
+func (s *Server) taskStoreError(w http.ResponseWriter, msg *message, err error) {
 	s.log.Warn("reading MCP tasks", "agent", s.cfg.Identity, "method", msg.Method, "error", err)
 	writeRPCError(w, msg.ID, mcp.INTERNAL_ERROR, fmt.Sprintf("the task store cannot be read now, try again: %v", err))
 }

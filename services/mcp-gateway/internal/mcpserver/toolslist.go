@@ -503,7 +503,7 @@ type listParams struct {
 // request and for a tools/list that mcp-go is to answer: every one whose
 // message, headers or protocol version mcp-go would refuse, so that its
 // error stays mcp-go's own. The session rules have passed by then
-// ([Server.guardSessions]); the caller's grant comes from the context the
+// ([Server.route]); the caller's grant comes from the context the
 // authentication layer filled.
 //
 // The answer is JSON unless the client accepts only an event stream: a

@@ -16,9 +16,10 @@ import (
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 )
 
-// guardSessions applies the streamable HTTP transport's session rules that
-// mcp-go's handler (v1.2.1) does not, for the session-based protocol eras
-// (before 2026-07-28; requests of the sessionless era pass untouched):
+// route is the gateway's MCP router. It decodes each POSTed message once,
+// then applies the streamable HTTP transport's session rules that mcp-go's
+// handler (v1.2.1) does not, for the session-based protocol eras (before
+// 2026-07-28; requests of the sessionless era pass untouched):
 //
 //   - mcp-go answers a GET with an unknown, deleted or missing session id
 //     by opening a fresh event stream, and a DELETE of one with 200; here
@@ -39,13 +40,13 @@ import (
 //     prepared for the tool handler and answered with its task;
 //   - tools/list, in both eras, is answered from the lists kept per tool
 //     set ([Server.serveToolsList]), once the rules above have passed;
-//     so is a plain tools/call, by the gateway's own call path
-//     ([Server.serveToolsCall], [Server.serveSessionToolsCall]).
+//     so is a plain tools/call, through the call core without mcp-go's
+//     machinery ([Server.serveToolsCall]).
 //
 // It is a layer of its own, not a fork, so that it can go as mcp-go learns
 // these rules: each rule is tested through a real HTTP client, and a test
 // that starts passing without the layer says the library has caught up.
-func (s *Server) guardSessions(next http.Handler) http.Handler {
+func (s *Server) route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
 		if r.Method == http.MethodPost {
@@ -56,17 +57,21 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
+		// The message is decoded once here, for every rule and path
+		// below; a path that must read it exactly as mcp-go does (the
+		// plain tools/call, the kept tools/list) reads its own part.
+		var msg message
+		valid := r.Method == http.MethodPost && json.Unmarshal(body, &msg) == nil
 		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
-			if s.serveToolsList(w, r, body) || s.limitCall(w, r, body) || s.serveToolsCall(w, r, body) {
+			if s.serveToolsList(w, r, body) || valid && s.limitCall(w, r, &msg) || s.serveToolsCall(w, r, body, "") {
 				return
 			}
 			next.ServeHTTP(w, r)
 			return
 		}
 		id := r.Header.Get(server.HeaderKeySessionID)
-		var msg jsonrpcHead
 		if r.Method == http.MethodPost {
-			if json.Unmarshal(body, &msg) != nil || msg.modern() {
+			if !valid || msg.modern() {
 				// Not JSON-RPC (mcp-go answers the parse error) or a
 				// sessionless-era message.
 				if !s.serveToolsList(w, r, body) {
@@ -108,7 +113,7 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 			return
 		}
 		defer s.sessions.end(id)
-		if msg.Method == string(mcp.MethodToolsCall) && s.limitCall(w, r, body) {
+		if msg.Method == string(mcp.MethodToolsCall) && s.limitCall(w, r, &msg) {
 			return
 		}
 		if msg.Method == string(mcp.MethodToolsList) && s.serveToolsList(w, r, body) {
@@ -147,7 +152,7 @@ func (s *Server) guardSessions(next http.Handler) http.Handler {
 				cw.replace = tr.result
 			}
 			defer s.cancels.done(cw)
-			if tr != nil || msg.Method != string(mcp.MethodToolsCall) || !s.serveSessionToolsCall(cw, r, body, id) {
+			if tr != nil || msg.Method != string(mcp.MethodToolsCall) || !s.serveToolsCall(cw, r, body, id) {
 				next.ServeHTTP(cw, r)
 			}
 			return
@@ -202,13 +207,21 @@ func (b *bindSession) Flush() {
 // Unwrap lets http.ResponseController reach the connection.
 func (b *bindSession) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
-// jsonrpcHead is what the session rules read of a POSTed message.
-type jsonrpcHead struct {
+// message is what the router reads of a POSTed message, in one decode:
+// what the session rules, the rate limit, tasks and cancellations decide
+// on.
+type message struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
-		Meta      *mcp.Meta       `json:"_meta"`
+		// Meta is read only by [message.modern]: a malformed _meta is
+		// mcp-go's to refuse, and must not keep a call from its rate.
+		Meta      json.RawMessage `json:"_meta"`
 		RequestID json.RawMessage `json:"requestId"`
+		// Name and Arguments are a tools/call's, raw: a name that is not
+		// a string is mcp-go's to refuse, not the router's.
+		Name      json.RawMessage `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
 		// Task is a tools/call's task parameter; TaskID and Cursor are
 		// those of the tasks/* methods.
 		Task   json.RawMessage `json:"task"`
@@ -218,9 +231,17 @@ type jsonrpcHead struct {
 }
 
 // modern reports whether the message declares the sessionless era in its
-// _meta, as mcp-go also accepts.
-func (m *jsonrpcHead) modern() bool {
-	return m.Params.Meta != nil && mcp.IsModernProtocol(m.Params.Meta.ProtocolVersion())
+// _meta, as mcp-go also accepts, or has a _meta mcp-go cannot read (which
+// it refuses whatever the session).
+func (m *message) modern() bool {
+	if len(m.Params.Meta) == 0 {
+		return false
+	}
+	var meta *mcp.Meta
+	if json.Unmarshal(m.Params.Meta, &meta) != nil {
+		return true
+	}
+	return meta != nil && mcp.IsModernProtocol(meta.ProtocolVersion())
 }
 
 // expireIdle ends the sessions idle past the timeout, every tick, until

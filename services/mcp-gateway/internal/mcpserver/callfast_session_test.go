@@ -125,7 +125,7 @@ func TestSessionToolsCallTakes(t *testing.T) {
 			}
 			w := httptest.NewRecorder()
 			cw := s.cancels.watch(w, id, json.RawMessage(`7`))
-			got := s.serveSessionToolsCall(cw, r, body, id)
+			got := s.serveToolsCall(cw, r, body, id)
 			s.cancels.done(cw)
 			if got != tt.want {
 				t.Fatalf("taken: got %v, want %v", got, tt.want)
