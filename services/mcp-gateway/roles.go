@@ -17,7 +17,6 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/a2a/natsbus"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/natsconn"
-	"github.com/fiskfleet/fiskfleet/shared/remotetools"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -86,14 +85,14 @@ func connectRoles(cfg *config.Config, log *slog.Logger) (*roleConns, error) {
 	return rc, nil
 }
 
-// remoteContext is mcpserver's Config.RemoteContext: ctx carrying the
-// client of the role's nats context.
-func (rc *roleConns) remoteContext(ctx context.Context, natsContext string) (context.Context, error) {
+// remoteVia is mcpserver's Config.RemoteVia: the client of the role's
+// nats context.
+func (rc *roleConns) remoteVia(natsContext string) (any, error) {
 	c := rc.clients[natsContext]
 	if c == nil {
 		return nil, fmt.Errorf("no connection for nats context %q of expose.agent.mcp.policy", natsContext)
 	}
-	return remotetools.WithCaller(ctx, c), nil
+	return c, nil
 }
 
 // roleDiscoveryTimeout bounds one role context's discovery of one host.

@@ -173,9 +173,9 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		return err
 	}
 	defer roles.Close()
-	var remoteContext func(context.Context, string) (context.Context, error)
+	var remoteVia func(string) (any, error)
 	if roles != nil {
-		remoteContext = roles.remoteContext
+		remoteVia = roles.remoteVia
 	}
 
 	// With OAuth the gateway names itself in its metadata and in the
@@ -300,7 +300,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		Open:               open,
 		Surfaces:           surfaces,
 		Policy:             pol,
-		RemoteContext:      remoteContext,
+		RemoteVia:          remoteVia,
 		Metrics:            metrics,
 		Tracer:             tp.Tracer(),
 		Checks:             checks,

@@ -3,7 +3,7 @@
 // lenient import for info, and the remote tool whose call goes over NATS.
 //
 // A remote call is unary (one request, one reply) when it wants no output
-// while it runs, is not made for an MCP task ([WithStreamed]), is not of a
+// while it runs, is not made for an MCP task ([tool.Remote.Streamed]), is not of a
 // tool its agent gates behind an operator's approval, and the agent
 // honours the cancel of a unary call ([a2a.ProtocolCallCancel]); it is
 // streamed otherwise. Either way a call whose context ends (the MCP

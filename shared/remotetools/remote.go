@@ -46,36 +46,9 @@ type Canceler interface {
 	CallToolCancelable(ctx context.Context, identity, name string, input json.RawMessage, grace time.Duration) (*a2a.ToolReply, error)
 }
 
-type streamedKey struct{}
-
-// WithStreamed returns ctx whose remote tool calls take the streamed path
-// even when they want no output while they run. The gateway uses it for
-// MCP tasks: a task may run long, detached from its request, and a stream
-// is what lets the agent find its caller gone (the gateway that ran it
-// stopped) and stop the command, where a unary call runs on to the
-// agent's tool_timeout.
-func WithStreamed(ctx context.Context) context.Context {
-	return context.WithValue(ctx, streamedKey{}, true)
-}
-
-func streamed(ctx context.Context) bool {
-	v, _ := ctx.Value(streamedKey{}).(bool)
-	return v
-}
-
-type callerKey struct{}
-
-// WithCaller returns ctx whose remote tool calls go through c instead of
-// the importer's own [Caller]: the gateway uses it to make a caller's
-// remote calls over the NATS connection of that caller's policy role, so
-// the fleet's own subject permissions decide what the role reaches.
-func WithCaller(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
-}
-
-// callerFor returns the Caller of ctx, else c.
-func callerFor(ctx context.Context, c Caller) Caller {
-	if o, ok := ctx.Value(callerKey{}).(Caller); ok && o != nil {
+// callerFor returns the Caller req names ([tool.Remote.Via]), else c.
+func callerFor(req tool.Request, c Caller) Caller {
+	if o, ok := req.Remote.Via.(Caller); ok && o != nil {
 		return o
 	}
 	return c
@@ -123,7 +96,7 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 		Remote:        true,
 		CommandResult: n.CommandResult,
 		Call: func(ctx context.Context, req tool.Request) (tool.Outcome, error) {
-			reply, err := call(ctx, callerFor(ctx, c), n, req, gated)
+			reply, err := call(ctx, callerFor(req, c), n, req, gated)
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
 				// The gateway's span of this call: which host, and
 				// which of its instances answered.
@@ -161,8 +134,8 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 
 // call makes one remote call. It goes unary, one request and one reply,
 // when the call wants no output while it runs (no req.Output: the MCP
-// client sent no progressToken), is not made for an MCP task
-// ([WithStreamed]), is not of a tool the agent gates behind an operator's
+// client sent no progressToken), is not one that outlives its request
+// ([tool.Remote.Streamed]), is not of a tool the agent gates behind an operator's
 // approval (gated), and the agent honours the cancel of a unary call.
 // Otherwise it is streamed when c can stream, handing output to
 // req.Output as it arrives, and unary as a last resort.
@@ -172,7 +145,7 @@ func newRemoteTool(c Caller, n Named) (tool.Tool, error) {
 // let the agent withdraw the approval request once the gateway is gone,
 // so that nobody approves a command whose result nobody will read.
 func call(ctx context.Context, c Caller, n Named, req tool.Request, gated bool) (*a2a.ToolReply, error) {
-	if cc, ok := c.(Canceler); ok && req.Output == nil && !gated && !streamed(ctx) {
+	if cc, ok := c.(Canceler); ok && req.Output == nil && !gated && !req.Remote.Streamed {
 		cancels, err := cc.CancelsCalls(ctx, n.Host)
 		if err != nil {
 			return nil, err

@@ -207,24 +207,21 @@ func TestRemoteCallPath(t *testing.T) {
 	tests := []struct {
 		name     string
 		tool     string
-		ctx      func(context.Context) context.Context
+		streamed bool
 		output   bool
 		wantPath string
 	}{
 		{name: "no output wanted", tool: "fast_echo", wantPath: "tool"},
 		{name: "output wanted", tool: "fast_echo", output: true, wantPath: "stream"},
-		{name: "a task", tool: "fast_echo", ctx: WithStreamed, wantPath: "stream"},
+		{name: "a task", tool: "fast_echo", streamed: true, wantPath: "stream"},
 		{name: "agent without the unary cancel", tool: "old_echo", wantPath: "stream"},
 		{name: "gated tool", tool: "gated_echo", wantPath: "stream"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
-			if tt.ctx != nil {
-				ctx = tt.ctx(ctx)
-			}
 			var buf bytes.Buffer
-			req := tool.Request{Input: json.RawMessage(`{"message":"hi"}`)}
+			req := tool.Request{Input: json.RawMessage(`{"message":"hi"}`), Remote: tool.Remote{Streamed: tt.streamed}}
 			if tt.output {
 				req.Output = &buf
 			}

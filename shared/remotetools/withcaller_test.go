@@ -10,8 +10,8 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
-// TestWithCallerRoutesTheCall shows a call whose context carries another
-// Caller goes through that one only: the gateway's own connection sees
+// TestWithCallerRoutesTheCall shows a call whose request names another
+// Caller (tool.Remote.Via) goes through that one only: the gateway's own connection sees
 // nothing of it.
 func TestWithCallerRoutesTheCall(t *testing.T) {
 	reply := func(host, name string, _ json.RawMessage) (*a2a.ToolReply, error) {
@@ -28,7 +28,7 @@ func TestWithCallerRoutesTheCall(t *testing.T) {
 	}
 	echo := res.Tools[0]
 
-	if _, err := echo.Call(WithCaller(t.Context(), role), tool.Request{Input: json.RawMessage(`{"a":1}`)}); err != nil {
+	if _, err := echo.Call(t.Context(), tool.Request{Input: json.RawMessage(`{"a":1}`), Remote: tool.Remote{Via: role}}); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{`demo/echo {"a":1}`}; !slices.Equal(role.calls, want) || len(own.calls) != 0 {

@@ -157,6 +157,26 @@ type Request struct {
 	// inside a UTF-8 character); an error or a slow writer never affects
 	// the command. Tools that run no command ignore it.
 	Output io.Writer
+	// Remote tunes a call of another agent's tool; other tools ignore it.
+	Remote Remote
+}
+
+// Remote is what a call of another agent's tool takes from its caller,
+// beside the input: how the call travels, and over which connection.
+type Remote struct {
+	// Streamed makes the call take the streamed path even when it wants
+	// no output while it runs. The gateway sets it for calls that outlive
+	// their requests (MCP tasks, Agent2Agent tasks): a stream is what
+	// lets the agent find its caller gone (the gateway that ran it
+	// stopped) and stop the command, where a unary call runs on to the
+	// agent's tool_timeout.
+	Streamed bool
+	// Via, when set, is the connection the call is made over instead of
+	// the importer's own (a remotetools.Caller): the gateway passes the
+	// NATS connection of the caller's policy role, so that the fleet's
+	// own subject permissions decide what the role reaches. It is typed
+	// loosely because package tool knows no transport.
+	Via any
 }
 
 // Prompter asks a human a yes/no question. Implementations fail closed:

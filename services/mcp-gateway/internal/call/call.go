@@ -21,7 +21,6 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
-	"github.com/fiskfleet/fiskfleet/shared/remotetools"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
@@ -78,11 +77,11 @@ type Config struct {
 	// Approvals, when set, has an operator approve the gated calls whose
 	// caller cannot be asked itself.
 	Approvals *approval.Broker
-	// RemoteContext, when set, is asked before a remote tool is called for
-	// a caller whose policy role names a nats context: it returns the
-	// context the call is made with, carrying that role's NATS
-	// connection. An error refuses the call in-band.
-	RemoteContext func(ctx context.Context, natsContext string) (context.Context, error)
+	// RemoteVia, when set, is asked before a remote tool is called for a
+	// caller whose policy role names a nats context: it returns that
+	// role's NATS connection, which the call is made over
+	// ([tool.Remote.Via]). An error refuses the call in-band.
+	RemoteVia func(natsContext string) (any, error)
 	// Refuse, when set, is a surface's own rule of selection: the reason
 	// a tool that passed every other check cannot be served, or "".
 	Refuse func(tool.Tool) string
@@ -282,7 +281,7 @@ func (c *Core) run(ctx context.Context, r *Request, rec *record, span trace.Span
 		// surfaces answer names they never served themselves.
 		return rec.fail(OutcomeUnknown, fmt.Sprintf("unknown tool %q", r.Tool))
 	}
-	ctx, refused := c.admit(ctx, r, e, rec)
+	via, refused := c.admit(r, e, rec)
 	if refused != nil {
 		return *refused
 	}
@@ -340,15 +339,17 @@ func (c *Core) run(ctx context.Context, r *Request, rec *record, span trace.Span
 		runCtx, run = tracing.Start(runCtx, c.cfg.Tracer, spanName, kind)
 		defer endSpan(run, rec)
 	}
-	if r.Streamed {
-		runCtx = remotetools.WithStreamed(runCtx)
-	}
 	if c.cfg.Audit != nil && e.Liner != nil && rec.command == "" {
 		// Known before the run, so a call that times out or is canceled
 		// is recorded with what it was running.
 		rec.line, _ = e.Liner.CommandLine(input)
 	}
-	out, err := e.Tool.Call(runCtx, tool.Request{Input: input, Prompter: tool.DenyAll{}, Output: r.Output})
+	out, err := e.Tool.Call(runCtx, tool.Request{
+		Input:    input,
+		Prompter: tool.DenyAll{},
+		Output:   r.Output,
+		Remote:   tool.Remote{Streamed: r.Streamed, Via: via},
+	})
 	if out.Result != nil {
 		rec.line = out.Result.Command
 	}

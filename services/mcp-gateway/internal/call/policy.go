@@ -16,17 +16,17 @@ import (
 // admit is the one place the call path asks whether this caller may run
 // this tool. It runs before anything else looks at the call (arguments,
 // approval), so a refused caller learns nothing of the tool. It returns
-// the context to run with, which for a remote tool carries the caller's
-// NATS connection when its role names one, or the refusal.
-func (c *Core) admit(ctx context.Context, r *Request, e *Entry, rec *record) (context.Context, *Verdict) {
+// the connection a remote tool's call is to be made over when the
+// caller's role names one (nil: the gateway's own), or the refusal.
+func (c *Core) admit(r *Request, e *Entry, rec *record) (via any, refused *Verdict) {
 	g := c.cfg.Policy.For(r.Caller)
 	if !c.allowed(g, e) {
 		rec.gate = audit.DecisionPolicy
 		v := rec.fail(OutcomePolicy, g.Refusal(e.Name()))
 		return nil, &v
 	}
-	if !e.Remote() || c.cfg.RemoteContext == nil {
-		return ctx, nil
+	if !e.Remote() || c.cfg.RemoteVia == nil {
+		return nil, nil
 	}
 	name, err := g.RemoteContext()
 	if err != nil {
@@ -34,14 +34,14 @@ func (c *Core) admit(ctx context.Context, r *Request, e *Entry, rec *record) (co
 		return nil, &v
 	}
 	if name == "" {
-		return ctx, nil
+		return nil, nil
 	}
-	rctx, err := c.cfg.RemoteContext(ctx, name)
+	via, err = c.cfg.RemoteVia(name)
 	if err != nil {
 		v := rec.fail(OutcomeFailed, fmt.Sprintf("%s was not run: %v", e.Name(), err))
 		return nil, &v
 	}
-	return rctx, nil
+	return via, nil
 }
 
 // Unreachable are, by policy role nats context

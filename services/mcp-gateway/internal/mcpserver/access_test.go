@@ -583,10 +583,11 @@ func TestStaticCallerPolicy(t *testing.T) {
 	}
 }
 
-// probeKey is the context key RemoteContext sets for the probe tools.
-type probeKey struct{}
-
-func TestRemoteContext(t *testing.T) {
+// TestRemoteVia: a remote tool's call is made over the connection the
+// caller's role names (RemoteVia, handed to the tool as tool.Remote.Via),
+// a local one's never, and a role whose connection cannot be had is
+// refused in-band.
+func TestRemoteVia(t *testing.T) {
 	pol := policy.New(&config.Policy{Roles: map[string]*config.Role{
 		"remote":   {Match: []string{"remote"}, NATSContext: "ctx-remote"},
 		"conflict": {Match: []string{"conflict"}, NATSContext: "ctx-other"},
@@ -595,14 +596,14 @@ func TestRemoteContext(t *testing.T) {
 	}})
 	var mu sync.Mutex // guards asked
 	var asked []string
-	remoteContext := func(ctx context.Context, name string) (context.Context, error) {
+	remoteVia := func(name string) (any, error) {
 		mu.Lock()
 		asked = append(asked, name)
 		mu.Unlock()
 		if name == "ctx-broken" {
 			return nil, errors.New("nats context ctx-broken: connecting: no servers available")
 		}
-		return context.WithValue(ctx, probeKey{}, "via "+name), nil
+		return "via " + name, nil
 	}
 	takeAsked := func() []string {
 		mu.Lock()
@@ -615,9 +616,9 @@ func TestRemoteContext(t *testing.T) {
 		var runs atomic.Int32
 		pt, err := tool.NewFunc(tool.FuncSpec{
 			Name: name, Description: "Reports the context it ran with", Exposure: tool.ExposeMCP, Confirmation: tool.ConfirmNone, Remote: remote,
-			Call: func(ctx context.Context, _ tool.Request) (tool.Outcome, error) {
+			Call: func(_ context.Context, req tool.Request) (tool.Outcome, error) {
 				runs.Add(1)
-				v, _ := ctx.Value(probeKey{}).(string)
+				v, _ := req.Remote.Via.(string)
 				b, _ := json.Marshal(map[string]string{"via": v})
 				return tool.Outcome{JSON: b}, nil
 			},
@@ -629,7 +630,7 @@ func TestRemoteContext(t *testing.T) {
 	}
 	localProbe, localRuns := probe("local_probe", false)
 	peerProbe, peerRuns := probe("peer_probe", true)
-	s, url := startServer(t, Config{Policy: pol, Authenticate: testAuthenticate, RemoteContext: remoteContext}, []tool.Tool{localProbe})
+	s, url := startServer(t, Config{Policy: pol, Authenticate: testAuthenticate, RemoteVia: remoteVia}, []tool.Tool{localProbe})
 	if err := s.SetTools("peer", []tool.Tool{peerProbe}); err != nil {
 		t.Fatalf("adding the peer's tools: %v", err)
 	}
@@ -661,7 +662,7 @@ func TestRemoteContext(t *testing.T) {
 					res := callTool(t, c, tt.tool, nil)
 					ran := tt.runs.Load() - before
 					if got := takeAsked(); !slices.Equal(got, tt.wantAsked) {
-						t.Errorf("got RemoteContext asked for %q, want %q", got, tt.wantAsked)
+						t.Errorf("got RemoteVia asked for %q, want %q", got, tt.wantAsked)
 					}
 					if tt.wantErr != nil {
 						if !res.IsError || ran != 0 {
@@ -696,9 +697,9 @@ func TestAdmitRefusesInBand(t *testing.T) {
 	a := newAccessTools(t)
 	pol := accessPolicy()
 	var asked atomic.Int32
-	s, _ := startAccessServer(t, Config{Policy: pol, RemoteContext: func(ctx context.Context, _ string) (context.Context, error) {
+	s, _ := startAccessServer(t, Config{Policy: pol, RemoteVia: func(string) (any, error) {
 		asked.Add(1)
-		return ctx, nil
+		return nil, nil
 	}}, a)
 	callerCtx := func(name string) context.Context {
 		c := testCallers[name]
@@ -755,7 +756,7 @@ func TestAdmitRefusesInBand(t *testing.T) {
 		})
 	}
 	if n := asked.Load(); n != 0 {
-		t.Errorf("got RemoteContext asked %d times, want never for refused calls and roles without a context", n)
+		t.Errorf("got RemoteVia asked %d times, want never for refused calls and roles without a context", n)
 	}
 }
 

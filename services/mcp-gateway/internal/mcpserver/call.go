@@ -28,9 +28,9 @@ func (s *Server) callTool(ctx context.Context, name string, req mcp.CallToolRequ
 		Header:   req.Header,
 		Cleared:  cleared,
 		// A task's remote call stays streamed, so the agent stops its
-		// command should this gateway go away (see
-		// remotetools.WithStreamed); other remote calls that ask for no
-		// progress go unary to agents that can cancel them.
+		// command should this gateway go away (see tool.Remote); other
+		// remote calls that ask for no progress go unary to agents that
+		// can cancel them.
 		Streamed: cleared != nil,
 	}
 	if m := req.Params.Meta; m != nil {

@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -116,11 +115,11 @@ type Config struct {
 	// still asked itself, and its decline is final. The caller owns it
 	// and closes it after the server.
 	Approvals *approval.Broker
-	// RemoteContext, when set, is asked before a remote tool is called
-	// for a caller whose policy role names a nats context: it returns the
-	// context the call is made with, carrying that role's NATS
-	// connection. An error refuses the call in-band.
-	RemoteContext func(ctx context.Context, natsContext string) (context.Context, error)
+	// RemoteVia, when set, is asked before a remote tool is called for a
+	// caller whose policy role names a nats context: it returns that
+	// role's NATS connection, which the call is made over. An error
+	// refuses the call in-band.
+	RemoteVia func(natsContext string) (any, error)
 	// MaxBodyBytes caps one request body (413 beyond it); 0 means
 	// [DefaultMaxBodyBytes].
 	MaxBodyBytes int64

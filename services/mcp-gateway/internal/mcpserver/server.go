@@ -105,7 +105,7 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 			Audit:           cfg.Audit,
 			AuditDigestOnly: cfg.AuditDigestOnly,
 			Approvals:       cfg.Approvals,
-			RemoteContext:   cfg.RemoteContext,
+			RemoteVia:       cfg.RemoteVia,
 			Refuse:          headerAnnotations,
 			Strict:          strict,
 			Logger:          cfg.Logger,
