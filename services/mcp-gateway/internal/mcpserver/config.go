@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/httpedge"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
@@ -33,21 +34,9 @@ const (
 	// human: long enough to read a command line and decide, short enough
 	// that an abandoned prompt does not hold a request open for ever.
 	DefaultApprovalTimeout = 2 * time.Minute
-	// DefaultMaxBodyBytes caps one request body. A tools/call carries a
-	// few hundred bytes of arguments; the cap only stops a client from
-	// making the server buffer arbitrary amounts of memory.
-	DefaultMaxBodyBytes = 4 << 20
-	// DefaultReadTimeout bounds how long a request, headers and body, may
-	// take to arrive: the largest body a client may send
-	// (DefaultMaxBodyBytes) crosses any working network in far less, and
-	// a client that stops sending its body, or dribbles it, would
-	// otherwise hold a connection and its goroutine for as long as it
-	// likes.
-	DefaultReadTimeout = 30 * time.Second
-	// ShutdownTimeout is how long a stop waits for in-flight requests once
-	// the base context is cancelled: one Ctrl-C must end the process
-	// promptly even with clients attached.
-	ShutdownTimeout = 5 * time.Second
+	// ShutdownTimeout is how long a stop waits for in-flight requests
+	// ([httpedge.ShutdownTimeout]).
+	ShutdownTimeout = httpedge.ShutdownTimeout
 	// maxPendingApprovals bounds the approvals issued to clients of the
 	// 2026-07-28 revision and not yet redeemed or expired, so a client that
 	// never retries cannot grow the table without limit.
@@ -121,7 +110,7 @@ type Config struct {
 	// refuses the call in-band.
 	RemoteVia func(natsContext string) (any, error)
 	// MaxBodyBytes caps one request body (413 beyond it); 0 means
-	// [DefaultMaxBodyBytes].
+	// [httpedge.DefaultMaxBodyBytes].
 	MaxBodyBytes int64
 	// ReadTimeout bounds, on the server [Server.Serve] runs, the time from
 	// a request's first byte to the end of its body (408 beyond it); 0
@@ -214,11 +203,8 @@ func (c Config) withDefaults() Config {
 	if c.ApprovalTimeout <= 0 {
 		c.ApprovalTimeout = DefaultApprovalTimeout
 	}
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
 	if c.ReadTimeout <= 0 {
-		c.ReadTimeout = DefaultReadTimeout
+		c.ReadTimeout = httpedge.DefaultReadTimeout
 	}
 	if c.SessionIdleTimeout <= 0 {
 		c.SessionIdleTimeout = config.DefaultSessionIdleTimeout

@@ -16,6 +16,8 @@ var (
 	ErrCollision = call.ErrCollision
 	// ErrListen is an address the server could not bind.
 	ErrListen = errors.New("listening for MCP clients")
+	// errServing is the listener failing while serving.
+	errServing = errors.New("serving MCP")
 )
 
 // Errors that deny an approval presented on a retried call. They end up in

@@ -24,6 +24,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/httpedge"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -166,7 +167,7 @@ func TestBadInput(t *testing.T) {
 		wantBody   string
 	}{
 		{name: "malformed JSON-RPC", body: []byte(`{"jsonrpc":"2.0","id":1,"method":`), wantStatus: http.StatusBadRequest, wantBody: `"code":-32700`},
-		{name: "oversized body", body: bytes.Repeat([]byte(" "), DefaultMaxBodyBytes+1), wantStatus: http.StatusRequestEntityTooLarge},
+		{name: "oversized body", body: bytes.Repeat([]byte(" "), httpedge.DefaultMaxBodyBytes+1), wantStatus: http.StatusRequestEntityTooLarge},
 	}
 	for _, tt := range raw {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/httpedge"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/procs"
@@ -283,9 +284,64 @@ func (s *Server) Dropped() []tool.Dropped { return s.core.Dropped() }
 // call through.
 func (s *Server) Core() *call.Core { return s.core }
 
-// Handler returns the server's HTTP handler: mcp-go's streamable server at
-// /mcp behind the bearer-token check and the body cap. [Server.Serve] serves
-// it; tests may mount it on an httptest server.
+// Routes are the HTTP handlers of another surface of the gateway, by
+// [http.ServeMux] pattern.
+type Routes struct {
+	// Open are served to anyone, as the protected resource metadata is
+	// (an agent card that lists nothing a caller could not learn).
+	Open map[string]http.Handler
+	// Authenticated pass what a request to /mcp passes first: the
+	// authentication layer with the policy's authorization, and the body
+	// cap and read timeout. Their handlers find the [auth.Caller] in the
+	// request's context.
+	Authenticated map[string]http.Handler
+}
+
+// buildHandler mounts the MCP handler at /mcp, the other surfaces' routes
+// and the open handlers on one [httpedge.Edge], which applies its checks
+// to every route alike.
+func (s *Server) buildHandler() http.Handler {
+	edge := httpedge.New(s.edgeConfig())
+	edge.Authenticated("/mcp", s.MCPHandler())
+	for p, h := range s.cfg.Open {
+		edge.Open(p, h)
+	}
+	for _, surface := range s.cfg.Surfaces {
+		routes := surface(s)
+		for p, h := range routes.Open {
+			edge.Open(p, h)
+		}
+		for p, h := range routes.Authenticated {
+			edge.Authenticated(p, h)
+		}
+	}
+	h := edge.Handler()
+	if s.cfg.Tracer != nil {
+		h = call.MarkArrival(h)
+	}
+	return h
+}
+
+func (s *Server) edgeConfig() httpedge.Config {
+	return httpedge.Config{
+		AuthToken:      s.cfg.AuthToken,
+		Authenticate:   s.cfg.Authenticate,
+		Authorize:      s.cfg.Policy.Authorize,
+		MaxBodyBytes:   s.cfg.MaxBodyBytes,
+		ReadTimeout:    s.cfg.ReadTimeout,
+		AllowedOrigins: s.cfg.AllowedOrigins,
+		Checks:         s.cfg.Checks,
+	}
+}
+
+// MCPHandler is the MCP endpoint itself, mcp-go's streamable server behind
+// the gateway's router ([Server.route]), without an edge: it expects the
+// caller check of [httpedge.Edge.Authenticated] in front of it.
+func (s *Server) MCPHandler() http.Handler { return s.route(s.streamable) }
+
+// Handler returns the server's HTTP handler: [Server.MCPHandler] at /mcp
+// and the configured routes behind their edge. [Server.Serve] serves it;
+// tests may mount it on an httptest server.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve listens on the configured address and serves until ctx ends, then
@@ -303,58 +359,26 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // ServeListener serves on ln, which the caller bound (to learn the
 // gateway's own URL before serving, say), until ctx ends, as
-// [Server.Serve] does. The listener is closed when it returns.
-//
-// http.Server.Shutdown neither cancels request contexts nor ends held-open
-// SSE streams, so a single Ctrl-C would wait on every attached client. The
-// connections' base context is therefore cancelled first, which unblocks
-// those streams (and interrupts running calls), then Shutdown gets
-// [ShutdownTimeout].
+// [Server.Serve] does ([httpedge.Serve]); running tasks are stopped within
+// the same budget. The listener is closed when it returns.
 func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	defer s.Close()
-	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
-	hs := &http.Server{
-		Handler:     s.handler,
-		BaseContext: func(net.Listener) context.Context { return base },
-		// Bound a client that opens a connection and dribbles its headers,
-		// or its body. net/http clears the read deadline once a body has
-		// been read to its end (or at once for a request without one), so
-		// a long call or an event stream is not cut by it. No write
-		// timeout, since event streams legitimately stay open.
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
 	s.log.Info("serving over MCP", "agent", s.cfg.Identity, "address", ln.Addr().String(), "tools", len(s.Served()),
 		"gomaxprocs", runtime.GOMAXPROCS(0), "timer_slack", procs.Slack())
 	if s.cfg.Listening != nil {
 		s.cfg.Listening(ln.Addr())
 	}
-
-	select {
-	case err := <-served:
-		return fmt.Errorf("serving MCP on %s: %w", ln.Addr(), err)
-	case <-ctx.Done():
-	}
-
-	s.log.Info("stopping", "agent", s.cfg.Identity, "timeout", ShutdownTimeout)
-	cancelBase()
-	// Tasks outlive their requests, so the base context does not reach
-	// them: their commands are stopped here, within the same budget.
-	go s.tasks.Close(ShutdownTimeout)
-	shutCtx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-	defer cancel()
-	err := hs.Shutdown(shutCtx)
-	<-served // http.ErrServerClosed once Shutdown has begun
+	err := httpedge.Serve(ctx, ln, s.handler, httpedge.ServeOptions{
+		ReadTimeout: s.cfg.ReadTimeout,
+		Logger:      s.log,
+		Attrs:       []any{"agent", s.cfg.Identity},
+		// Tasks outlive their requests, so the base context does not
+		// reach them: their commands are stopped within the same budget.
+		Stopping: s.tasks.Close,
+	})
 	if err != nil {
-		_ = hs.Close()
-		s.log.Warn("connections still open after the shutdown budget were closed", "agent", s.cfg.Identity, "error", err)
+		return fmt.Errorf("%w: %w", errServing, err)
 	}
-	s.log.Info("stopped", "agent", s.cfg.Identity)
 	return nil
 }
 

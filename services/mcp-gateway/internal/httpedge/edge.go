@@ -1,4 +1,10 @@
-package mcpserver
+// Package httpedge is the gateway's HTTP front door, shared by every
+// surface it serves (MCP at /mcp, Agent2Agent, the approvals page, the
+// OAuth metadata): the probes, the loopback Host and Origin checks with
+// CORS for allowed pages, the caller check and the body cap, applied in
+// one order to every route, and the serving loop that shuts them down
+// within a budget.
+package httpedge
 
 import (
 	"bytes"
@@ -15,56 +21,120 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
-	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
+	"github.com/fiskfleet/fiskfleet/shared/ops"
 )
 
-// Routes are the HTTP handlers of another surface of the gateway, by
-// [http.ServeMux] pattern.
-type Routes struct {
-	// Open are served to anyone, as the protected resource metadata is
-	// (an agent card that lists nothing a caller could not learn).
-	Open map[string]http.Handler
-	// Authenticated pass what a request to /mcp passes first: the
-	// authentication layer with the policy's authorization, and the body
-	// cap and read timeout. Their handlers find the [auth.Caller] in the
-	// request's context.
-	Authenticated map[string]http.Handler
+// Config configures an [Edge]. Every zero value but Authenticate's and
+// AuthToken's has a default; those two being unset leaves the gateway
+// open to anyone who reaches it, which only loopback makes safe.
+type Config struct {
+	// AuthToken, when set, is the bearer token every authenticated route
+	// requires. It is ignored when Authenticate is set.
+	AuthToken string
+	// Authenticate, when set, checks the caller of every authenticated
+	// route (the OAuth verifier's middleware: expose.agent.mcp.auth): a
+	// request it refuses never reaches the handler; one it accepts
+	// carries its [auth.Caller], which Authorize has seen. Nil means the
+	// static check of AuthToken, whose one caller is [auth.StaticSubject].
+	Authenticate func(next http.Handler, authorize func(*auth.Caller) error) http.Handler
+	// Authorize gives an authenticated caller its roles, or refuses it
+	// (the policy's); nil accepts every caller.
+	Authorize func(*auth.Caller) error
+	// MaxBodyBytes caps one request body (413 beyond it); 0 means
+	// [DefaultMaxBodyBytes].
+	MaxBodyBytes int64
+	// ReadTimeout bounds the time from a request's first byte to the end
+	// of its body (408 beyond it) on the server [Serve] runs; 0 means
+	// [DefaultReadTimeout].
+	ReadTimeout time.Duration
+	// AllowedOrigins are the browser origins allowed besides the
+	// gateway's own loopback address (expose.agent.mcp.allowed_origins).
+	AllowedOrigins []string
+	// Checks are the readiness conditions /readyz answers for, besides
+	// the tool set being built: 503 naming every one that fails.
+	Checks []ops.Check
 }
 
-// buildHandler mounts mcp-go's streamable server at /mcp behind, from the
-// outside in: the Origin check (so a web page learns nothing, not even
-// whether a token is needed), the bearer check when a token is configured
-// (so an unauthenticated body is never read), the body cap, and the
-// session rules ([Server.route]).
-//
-// The probes /healthz and /readyz sit beside that chain, not in it (see
-// [Server.probes]).
-func (s *Server) buildHandler() http.Handler {
-	mux := http.NewServeMux()
-	authenticate := s.cfg.Authenticate
-	if authenticate == nil {
-		authenticate = func(next http.Handler, authorize func(*auth.Caller) error) http.Handler {
-			return auth.Static(next, s.cfg.AuthToken, authorize)
+// Defaults for the zero values of [Config].
+const (
+	// DefaultMaxBodyBytes caps one request body. A tools/call carries a
+	// few hundred bytes of arguments; the cap only stops a client from
+	// making the server buffer arbitrary amounts of memory.
+	DefaultMaxBodyBytes = 4 << 20
+	// DefaultReadTimeout bounds how long a request, headers and body, may
+	// take to arrive: the largest body a client may send
+	// (DefaultMaxBodyBytes) crosses any working network in far less, and
+	// a client that stops sending its body, or dribbles it, would
+	// otherwise hold a connection and its goroutine for as long as it
+	// likes.
+	DefaultReadTimeout = 30 * time.Second
+)
+
+// Edge is the gateway's one HTTP front door: every route passes the same
+// checks in the same order, whatever surface serves it. From the outside
+// in: the probes /healthz and /readyz beside everything (an orchestrator
+// carries no token or Origin); the loopback Host and Origin check (so a
+// web page learns nothing, not even whether a token is needed); then, for
+// authenticated routes, the caller check (so an unauthenticated body is
+// never read) and the body cap.
+type Edge struct {
+	cfg  Config
+	mux  *http.ServeMux
+	auth func(next http.Handler, authorize func(*auth.Caller) error) http.Handler
+}
+
+// New builds an edge with no routes.
+func New(cfg Config) *Edge {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.Authorize == nil {
+		cfg.Authorize = func(*auth.Caller) error { return nil }
+	}
+	e := &Edge{cfg: cfg, mux: http.NewServeMux(), auth: cfg.Authenticate}
+	if e.auth == nil {
+		e.auth = func(next http.Handler, authorize func(*auth.Caller) error) http.Handler {
+			return auth.Static(next, cfg.AuthToken, authorize)
 		}
 	}
-	mux.Handle("/mcp", authenticate(limitBody(s.route(s.streamable), s.cfg.MaxBodyBytes, s.cfg.ReadTimeout), s.cfg.Policy.Authorize))
-	for p, h := range s.cfg.Open {
-		mux.Handle(p, h)
-	}
-	for _, surface := range s.cfg.Surfaces {
-		routes := surface(s)
-		for p, h := range routes.Open {
-			mux.Handle(p, h)
+	return e
+}
+
+// ReadTimeout is the read timeout [Serve] is to apply, as configured.
+func (e *Edge) ReadTimeout() time.Duration { return e.cfg.ReadTimeout }
+
+// Open serves h at pattern ([http.ServeMux]) to anyone, as the protected
+// resource metadata is, behind the Origin check only.
+func (e *Edge) Open(pattern string, h http.Handler) { e.mux.Handle(pattern, h) }
+
+// Authenticated serves h at pattern behind the caller check and the body
+// cap; h finds the [auth.Caller] in the request's context.
+func (e *Edge) Authenticated(pattern string, h http.Handler) {
+	e.mux.Handle(pattern, e.auth(limitBody(h, e.cfg.MaxBodyBytes, e.cfg.ReadTimeout), e.cfg.Authorize))
+}
+
+// Handler is the edge with every route mounted so far.
+func (e *Edge) Handler() http.Handler {
+	return probes(checkOrigin(e.mux, e.cfg.AllowedOrigins), e.cfg.Checks)
+}
+
+// probes serves /healthz and /readyz in front of next, outside its
+// Origin, bearer and session rules: an orchestrator's probe carries no
+// token, Origin or session, and the answers name no tool, argument or
+// credential, only which check fails. Every other path goes to next.
+func probes(next http.Handler, extra []ops.Check) http.Handler {
+	checks := append([]ops.Check{{Name: "tools", Ready: func() error { return nil }}}, extra...)
+	health := ops.NewHealth(checks...).Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == ops.LivePath || r.URL.Path == ops.ReadyPath {
+			health.ServeHTTP(w, r)
+			return
 		}
-		for p, h := range routes.Authenticated {
-			mux.Handle(p, authenticate(limitBody(h, s.cfg.MaxBodyBytes, s.cfg.ReadTimeout), s.cfg.Policy.Authorize))
-		}
-	}
-	h := s.probes(checkOrigin(mux, s.cfg.AllowedOrigins))
-	if s.cfg.Tracer != nil {
-		h = call.MarkArrival(h)
-	}
-	return h
+		next.ServeHTTP(w, r)
+	})
 }
 
 // checkOrigin answers 403 to a request whose Origin header is present and
@@ -201,7 +271,7 @@ func loopbackHost(hostport string) bool {
 // whole body before it looks at it, so without the cap a client could make
 // it buffer any amount; reading it here also lets the answer be a plain 413
 // rather than a JSON-RPC parse error, and a body that has not arrived
-// within the server's read timeout (readTimeout, see [Server.ServeListener])
+// within the server's read timeout (readTimeout, see [Serve])
 // a 408 that says so.
 func limitBody(next http.Handler, max int64, readTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
