@@ -32,7 +32,10 @@ type Command struct {
 	run    *runner
 }
 
-var _ tool.Tool = (*Command)(nil)
+var (
+	_ tool.Tool         = (*Command)(nil)
+	_ tool.CommandLiner = (*Command)(nil)
+)
 
 // emptyObjectSchema is the input schema of a command whose model carries
 // no schema (an application built with a fisk older than the schemas).

@@ -4,6 +4,7 @@
 //
 // Every rule that more than one server or package needs lives here once: the
 // MCP tool name pattern ([ValidName]), the serving defaults
-// ([DefaultMaxConcurrent], [DefaultTimeout]) and the gate ([Gated]). A
-// server that needs a rule imports it rather than restating it.
+// ([DefaultMaxConcurrent], [DefaultTimeout]), the gate ([Gated]) and which
+// tools a surface serves ([DropReason], [Select]). A server that needs a
+// rule imports it rather than restating it.
 package tool

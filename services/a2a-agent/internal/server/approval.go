@@ -40,7 +40,7 @@ func (s *Server) gated(t tool.Tool) bool {
 func (s *Server) approve(ctx context.Context, t tool.Tool, req *a2a.ToolRequest, announced func(approval.Request)) (run bool, refusal string, rec callRecord) {
 	rec = callRecord{tool: t.Name(), caller: req.Sender.Name}
 	line := t.Name()
-	if cl, ok := t.(commandLiner); ok {
+	if cl, ok := t.(tool.CommandLiner); ok {
 		l, err := cl.CommandLine(req.Input)
 		if err != nil {
 			// Nothing to approve: the arguments could not run.

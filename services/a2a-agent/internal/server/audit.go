@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -27,14 +26,6 @@ const (
 	classCanceled    = "canceled_by_caller"
 	classCallerGone  = "caller_gone"
 )
-
-// commandLiner is a tool that can say which command line an input would
-// run (fiskapp.Command): the audit record names it for calls that did not
-// run it to the end, and its error tells invalid input from other
-// failures.
-type commandLiner interface {
-	CommandLine(input json.RawMessage) (string, error)
-}
 
 // arrival is when a request arrived, read only when records are kept, so
 // an agent without an audit trail does not pay for the clock.
@@ -99,7 +90,7 @@ func (s *Server) audit(surface string, req *a2a.ToolRequest, t tool.Tool, rec ca
 		r.Outcome.ExitCode = audit.ExitCode(rec.exitCode)
 	}
 	line := rec.command
-	if cl, ok := t.(commandLiner); ok && (line == "" || rec.result == audit.ResultError) {
+	if cl, ok := t.(tool.CommandLiner); ok && (line == "" || rec.result == audit.ResultError) {
 		l, err := cl.CommandLine(req.Input)
 		switch {
 		case err == nil && line == "":

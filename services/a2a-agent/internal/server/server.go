@@ -144,39 +144,24 @@ func DefaultInstance() string {
 	return host + suffix
 }
 
-// Select splits tools into the served set and the dropped ones. Five
-// classes are dropped, each with its reason: no A2A exposure, cannot say
-// whether it is gated, gated when operator is false (nobody on a bus can
-// approve it; with operator approvals on, an operator does), invalid name,
-// and empty model description (nothing for a model to decide on). A second
-// tool with a name already taken is dropped too.
+// reasonUnapprovable is why the agent drops a gated tool when operator
+// approvals are off: a caller on the bus cannot be asked, and nobody else
+// could approve the call.
+const reasonUnapprovable = "gated (ai:confirm or confirm_tags): nobody on the bus can approve it; set approvals.operator: true to have an operator approve it"
+
+// Select splits tools into the served set and the dropped ones, each with
+// its reason: the rules every server applies ([tool.DropReason] on
+// [tool.ExposeA2A]); then, when operator is false, a gated tool (nobody on
+// a bus can approve it; with operator approvals on, an operator does); then
+// a second tool with a name already taken. It is the one selection New
+// serves and `info` and `init` list.
 func Select(tools []tool.Tool, operator bool) (served []tool.Tool, dropped []tool.Dropped) {
-	seen := make(map[string]bool, len(tools))
-	for _, t := range tools {
-		name := t.Name()
-		reason := ""
-		switch {
-		case !t.Exposure().Allows(tool.ExposeA2A):
-			reason = "not exposed over A2A (posture " + t.Exposure().String() + ")"
-		case t.Confirmation() == tool.ConfirmUnknown:
-			reason = "cannot say whether it is gated; refused rather than served ungated"
-		case t.Confirmation() == tool.ConfirmRequired && !operator:
-			reason = "gated (ai:confirm or confirm_tags): nobody on the bus can approve it; set approvals.operator: true to have an operator approve it"
-		case !tool.ValidName(name):
-			reason = "invalid name: must match " + tool.NamePattern()
-		case t.ModelDescription() == "":
-			reason = tool.ReasonEmptyDescription
-		case seen[name]:
-			reason = "name already served by an earlier tool"
+	return tool.Select(tools, tool.ExposeA2A, func(t tool.Tool) string {
+		if t.Confirmation() == tool.ConfirmRequired && !operator {
+			return reasonUnapprovable
 		}
-		if reason != "" {
-			dropped = append(dropped, tool.Dropped{Name: name, Reason: reason})
-			continue
-		}
-		seen[name] = true
-		served = append(served, t)
-	}
-	return served, dropped
+		return ""
+	})
 }
 
 // Server answers discovery and tool calls for one identity. Its tool set

@@ -30,13 +30,6 @@ var ErrCollision = errors.New("tool name collision")
 // ErrNoSource is a tool source without a name.
 var ErrNoSource = errors.New("a tool source needs a name")
 
-// CommandLiner is a tool that runs one command and can show the exact line
-// it would run for an input, what an approval form names. *fiskapp.Command
-// is one.
-type CommandLiner interface {
-	CommandLine(input json.RawMessage) (string, error)
-}
-
 // Entry is one served tool with everything a call needs, computed once
 // per registration. Entries are immutable: a call keeps the entry it
 // started with even if the tools are replaced meanwhile.
@@ -45,7 +38,7 @@ type Entry struct {
 	Source string
 	Gated  bool
 	// Liner is set for command tools: what the approval form shows.
-	Liner CommandLiner
+	Liner tool.CommandLiner
 	// schema checks the input of local tools; nil means no local check
 	// (remote tools, or a schema that does not compile).
 	schema *jsonschema.Schema
@@ -196,10 +189,10 @@ func (c *Core) SetTools(source string, tools []tool.Tool, commit func(served []*
 }
 
 // Select splits tools into the served set and the dropped ones, each with
-// its reason: tools that cannot say whether they are gated (refused rather
-// than served ungated), tools that do not declare MCP exposure, invalid
-// names, and a second tool claiming a name an earlier one holds (the first
-// claim wins). Order matters: put commands before built-ins.
+// its reason: the rules every server applies ([tool.DropReason] on
+// [tool.ExposeMCP]), then a second tool claiming a name an earlier one
+// holds (the first claim wins, and the reason names the holder). Order
+// matters: put commands before built-ins.
 func Select(tools []tool.Tool) (served []tool.Tool, dropped []tool.Dropped) {
 	claims := make(map[string]claim, len(tools))
 	for _, t := range tools {
@@ -221,19 +214,14 @@ type claim struct {
 // consider decides whether t, from source, is served given the names
 // claimed so far, recording its claim when it is. It returns the reason it
 // is dropped ("" when served) and, for a collision, a message naming both
-// claimants.
+// claimants. The rules are [tool.DropReason]'s; only the claims are the
+// gateway's, since its names come from several sources and a collision
+// must say which.
 func consider(claims map[string]claim, source string, t tool.Tool) (reason, collision string) {
-	name := t.Name()
-	switch {
-	case t.Confirmation() == tool.ConfirmUnknown:
-		return "cannot say whether it is gated; refused rather than served ungated", ""
-	case !t.Exposure().Allows(tool.ExposeMCP):
-		return "not exposed over MCP (posture " + t.Exposure().String() + ")", ""
-	case !tool.ValidName(name):
-		return "invalid name: must match " + tool.NamePattern(), ""
-	case t.ModelDescription() == "":
-		return tool.ReasonEmptyDescription, ""
+	if reason := tool.DropReason(t, tool.ExposeMCP); reason != "" {
+		return reason, ""
 	}
+	name := t.Name()
 	if first, taken := claims[name]; taken {
 		return "name already claimed by " + describe(first.source, first.tool),
 			fmt.Sprintf("%q is claimed by %s and by %s; the first claim wins, so rename, exclude or drop one of them",
@@ -247,7 +235,7 @@ func consider(claims map[string]claim, source string, t tool.Tool) (reason, coll
 // as a user types it, any other tool by its name.
 func describe(source string, t tool.Tool) string {
 	s := fmt.Sprintf("in-process tool %q", t.Name())
-	if _, ok := t.(CommandLiner); ok {
+	if _, ok := t.(tool.CommandLiner); ok {
 		s = fmt.Sprintf("command %q", t.Title())
 	}
 	if source != SourceLocal {
@@ -265,7 +253,7 @@ func newEntry(source string, t tool.Tool, prev *Entry) (*Entry, error) {
 		Source: source,
 		Gated:  t.Confirmation() == tool.ConfirmRequired,
 	}
-	if l, ok := t.(CommandLiner); ok {
+	if l, ok := t.(tool.CommandLiner); ok {
 		e.Liner = l
 	}
 	if source != SourceLocal {
