@@ -21,6 +21,8 @@
 //
 // and the broker publishes how it ended (decided, expired, withdrawn).
 // [Options.OnEvent] sees every event with its request, for the audit trail.
+// The waiting server turns the end into what it does with
+// [Decision.Verdict]: run the call or refuse it, and how to record it.
 //
 // An answer ([AnswerMessage]) is bound to the request id and the arguments
 // digest, used once, and only before the request expires. The instance

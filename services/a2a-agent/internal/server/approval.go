@@ -71,25 +71,13 @@ func (s *Server) approve(ctx context.Context, t tool.Tool, req *a2a.ToolRequest,
 		Caller:    approval.Caller{Name: req.Sender.Name, Instance: req.Sender.Instance, Claimed: true},
 		Announced: announced,
 	})
-	rec.approver = dec.Approver
-	switch {
-	case err == nil && dec.Approved():
-		rec.gate = audit.DecisionOperator
+	v := dec.Verdict(err)
+	rec.gate, rec.approver = v.Gate, dec.Approver
+	if v.Approved {
 		s.log.Info("operator approved a gated call", "agent", s.cfg.Identity, "tool", t.Name(), "id", dec.Request.ID, "approver", dec.Approver, "caller", req.Sender.Name)
 		return true, "", rec
-	case err == nil && dec.Outcome == approval.OutcomeExpired:
-		rec.gate = audit.DecisionTimedOut
-		refusal = fmt.Sprintf("%s was not run: no operator answered approval %s in time (%s)", t.Name(), dec.Request.ID, dec.Reason)
-	case err == nil:
-		rec.gate = audit.DecisionDeclined
-		refusal = fmt.Sprintf("%s was not run: operator %s denied approval %s: %s", t.Name(), dec.Approver, dec.Request.ID, dec.Reason)
-	case errors.Is(err, approval.ErrWithdrawn), errors.Is(err, approval.ErrClosed):
-		rec.gate = audit.DecisionDeclined
-		refusal = fmt.Sprintf("%s was not run: its approval was withdrawn (%v)", t.Name(), err)
-	default:
-		rec.gate = audit.DecisionDeclined
-		refusal = fmt.Sprintf("%s was not run: asking an operator failed: %v", t.Name(), err)
 	}
+	refusal = t.Name() + " was not run: " + v.Refusal
 	rec.outcome, rec.result, rec.class, rec.message = "denied", audit.ResultDenied, classApproval, refusal
 	s.log.Info("gated call not approved", "agent", s.cfg.Identity, "tool", t.Name(), "id", dec.Request.ID, "outcome", string(dec.Outcome), "approver", dec.Approver, "caller", req.Sender.Name)
 	return false, refusal, rec

@@ -169,24 +169,15 @@ func (c *Core) operatorGate(ctx context.Context, r *Request, e *Entry, input jso
 			stop = s
 		},
 	})
-	switch {
-	case err == nil && dec.Approved():
+	v := dec.Verdict(err)
+	c.cfg.Metrics.Approval(v.Answer)
+	if v.Approved {
 		rec.approval = "approved by operator " + dec.Approver
-		rec.gate, rec.approver = audit.DecisionOperator, dec.Approver
-		c.cfg.Metrics.Approval(ops.AnswerAccepted)
+		rec.gate, rec.approver = v.Gate, dec.Approver
 		return Verdict{}, true
-	case err == nil && dec.Outcome == approval.OutcomeExpired:
-		c.cfg.Metrics.Approval(ops.AnswerTimeout)
-		v := deny(e, rec, fmt.Sprintf("no operator answered approval %s in time", dec.Request.ID))
-		rec.gate = audit.DecisionTimedOut
-		return v, false
-	case err == nil:
-		c.cfg.Metrics.Approval(ops.AnswerDeclined)
-		v := deny(e, rec, fmt.Sprintf("operator %s denied approval %s: %s", dec.Approver, dec.Request.ID, dec.Reason))
-		rec.approver = dec.Approver
-		return v, false
-	default:
-		c.cfg.Metrics.Approval(ops.AnswerError)
-		return deny(e, rec, "asking an operator failed: "+err.Error()), false
 	}
+	refused := deny(e, rec, v.Refusal)
+	// deny records a declined gate; the verdict tells a timeout apart.
+	rec.gate, rec.approver = v.Gate, dec.Approver
+	return refused, false
 }
