@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/gateway"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/config"
@@ -22,14 +23,14 @@ func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if err != nil {
 		return err
 	}
-	idx, err := openIndex(cfg, false, log)
+	idx, err := gateway.OpenIndex(cfg, false, log)
 	if err != nil {
 		return err
 	}
 	if idx != nil {
 		defer idx.Close()
 	}
-	tools, appDropped, err := localTools(ctx, cfg, idx)
+	tools, appDropped, err := gateway.LocalTools(ctx, cfg, idx)
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	}
 	listing := tool.Listing{Served: served, Dropped: append(appDropped, dropped...)}
 	if len(cfg.RemoteTools) > 0 {
-		importRemoteForInfo(ctx, cfg, &listing, log)
+		gateway.ImportRemote(ctx, cfg, &listing, log)
 	}
 	if c.Role != "" {
 		if err := narrowToRole(cfg, c.Role, &listing, e); err != nil {
@@ -95,21 +96,4 @@ func narrowToRole(cfg *config.Config, role string, listing *tool.Listing, e env)
 	}
 	fmt.Fprint(e.stdout, "\n(remote tools carry no tags: a role's tag filters never select them, only its name globs do)\n\n")
 	return nil
-}
-
-// importRemoteForInfo adds the remote tools to listing leniently: a host
-// that does not answer (or no NATS at all) is warned about, and every
-// reachable host and local tool is still listed, so info works offline.
-func importRemoteForInfo(ctx context.Context, cfg *config.Config, listing *tool.Listing, log *slog.Logger) {
-	r, err := connectRemote(cfg, listing.Served, log)
-	if err != nil {
-		log.Warn("remote tools not listed", "error", err)
-		return
-	}
-	defer r.Close()
-	res := r.importer.Import(ctx)
-	logResult(res, log)
-	listing.Served = append(listing.Served, res.Tools...)
-	listing.Dropped = append(listing.Dropped, res.Dropped...)
-	listing.Origin = r.importer.Origin
 }

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -166,4 +166,21 @@ func (r *remote) serve(ctx context.Context, cfg *config.Config, srv *mcpserver.S
 		}()
 	}
 	return nil
+}
+
+// ImportRemote adds the remote tools to listing leniently: a host
+// that does not answer (or no NATS at all) is warned about, and every
+// reachable host and local tool is still listed, so info works offline.
+func ImportRemote(ctx context.Context, cfg *config.Config, listing *tool.Listing, log *slog.Logger) {
+	r, err := connectRemote(cfg, listing.Served, log)
+	if err != nil {
+		log.Warn("remote tools not listed", "error", err)
+		return
+	}
+	defer r.Close()
+	res := r.importer.Import(ctx)
+	logResult(res, log)
+	listing.Served = append(listing.Served, res.Tools...)
+	listing.Dropped = append(listing.Dropped, res.Dropped...)
+	listing.Origin = r.importer.Origin
 }
