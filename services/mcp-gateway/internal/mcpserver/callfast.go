@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -84,8 +85,8 @@ func (s *Server) serveToolsCall(w http.ResponseWriter, r *http.Request, body []b
 		var stop context.CancelFunc
 		ctx, stop = context.WithCancel(ctx)
 		defer stop()
-		if cw, ok := w.(*cancelWriter); ok {
-			cw.stopWith(stop)
+		if cw, ok := w.(*mcphttp.CancelWriter); ok {
+			cw.StopWith(stop)
 		}
 	}
 	s.answerCall(ctx, w, r, msg.ID, req, session == "")

@@ -85,9 +85,9 @@ func FuzzToolsCallMatchesMCPGo(f *testing.F) {
 	r = httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", bytes.NewReader(legacy))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set(mcp.HeaderProtocolVersion, mcp.LATEST_LEGACY_PROTOCOL_VERSION)
-	cw := s.cancels.watch(httptest.NewRecorder(), session, json.RawMessage(`7`))
+	cw := s.cancels.Watch(httptest.NewRecorder(), session, json.RawMessage(`7`))
 	taken := s.serveToolsCall(cw, r, legacy, session)
-	s.cancels.done(cw)
+	s.cancels.Done(cw)
 	if !taken {
 		f.Fatalf("the session path declined %s", legacy)
 	}

@@ -124,9 +124,9 @@ func TestSessionToolsCallTakes(t *testing.T) {
 				tt.edit(r)
 			}
 			w := httptest.NewRecorder()
-			cw := s.cancels.watch(w, id, json.RawMessage(`7`))
+			cw := s.cancels.Watch(w, id, json.RawMessage(`7`))
 			got := s.serveToolsCall(cw, r, body, id)
-			s.cancels.done(cw)
+			s.cancels.Done(cw)
 			if got != tt.want {
 				t.Fatalf("taken: got %v, want %v", got, tt.want)
 			}

@@ -33,7 +33,7 @@ import (
 //     cap gets 503, never a session in use evicted;
 //   - mcp-go still answers a request its client has cancelled with
 //     notifications/cancelled; here that answer is not sent (see
-//     [cancellations]);
+//     [mcphttp.Cancellations]);
 //   - MCP tasks are served here, not by mcp-go (see task.go): the tasks/*
 //     methods are answered from the gateway's task store, for the
 //     requesting caller (or session, without authentication) only, and a task-augmented tools/call is
@@ -85,12 +85,12 @@ func (s *Server) route(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) && id == "":
-			if s.sessions.full() {
-				s.log.Warn("refused a new MCP session: the session limit is reached", "agent", s.cfg.Identity, "max_sessions", s.sessions.max)
-				http.Error(w, fmt.Sprintf("too many MCP sessions (%d live): try again later, or raise expose.agent.mcp.max_sessions", s.sessions.max), http.StatusServiceUnavailable)
+			if s.sessions.Full() {
+				s.log.Warn("refused a new MCP session: the session limit is reached", "agent", s.cfg.Identity, "max_sessions", s.sessions.Max())
+				http.Error(w, fmt.Sprintf("too many MCP sessions (%d live): try again later, or raise expose.agent.mcp.max_sessions", s.sessions.Max()), http.StatusServiceUnavailable)
 				return
 			}
-			next.ServeHTTP(&bindSession{ResponseWriter: w, sessions: s.sessions, subject: subjectOf(r)}, r)
+			next.ServeHTTP(s.sessions.Binding(w, subjectOf(r)), r)
 			return
 		case r.Method == http.MethodPost && msg.Method == "":
 			// A response to a server request, which mcp-go matches by
@@ -99,7 +99,7 @@ func (s *Server) route(next http.Handler) http.Handler {
 			// a gated call, and mcp-go numbers its requests from 1, so
 			// anyone holding a leaked session id could otherwise answer
 			// another caller's approval form.
-			if id != "" && !s.sessions.owns(id, subjectOf(r)) {
+			if id != "" && !s.sessions.Owns(id, subjectOf(r)) {
 				http.Error(w, "session not found: it was deleted, expired or never issued; send initialize to start a new one", http.StatusNotFound)
 				return
 			}
@@ -108,11 +108,11 @@ func (s *Server) route(next http.Handler) http.Handler {
 		case id == "":
 			http.Error(w, "bad request: missing Mcp-Session-Id header; send initialize first", http.StatusBadRequest)
 			return
-		case !s.sessions.begin(id, subjectOf(r)):
+		case !s.sessions.Begin(id, subjectOf(r)):
 			http.Error(w, "session not found: it was deleted, expired or never issued; send initialize to start a new one", http.StatusNotFound)
 			return
 		}
-		defer s.sessions.end(id)
+		defer s.sessions.End(id)
 		if msg.Method == string(mcp.MethodToolsCall) && s.limitCall(w, r, &msg) {
 			return
 		}
@@ -124,10 +124,10 @@ func (s *Server) route(next http.Handler) http.Handler {
 		if msg.Method == string(mcp.MethodInitialize) {
 			// A client may initialize again on a session it holds; the
 			// new session is bound to it as well.
-			w = &bindSession{ResponseWriter: w, sessions: s.sessions, subject: subjectOf(r)}
+			w = s.sessions.Binding(w, subjectOf(r))
 		}
 		if msg.Method == string(mcp.MethodNotificationCancelled) {
-			s.cancels.cancel(id, msg.Params.RequestID)
+			s.cancels.Cancel(id, msg.Params.RequestID)
 		}
 		if r.Method == http.MethodPost && isTaskMethod(msg.Method) {
 			s.serveTaskMethod(w, r, s.taskOwner(r, id), &msg)
@@ -147,11 +147,11 @@ func (s *Server) route(next http.Handler) http.Handler {
 			}
 		}
 		if r.Method == http.MethodPost && len(msg.ID) > 0 {
-			cw := s.cancels.watch(w, id, msg.ID)
+			cw := s.cancels.Watch(w, id, msg.ID)
 			if tr != nil {
-				cw.replace = tr.result
+				cw.Replace = tr.result
 			}
-			defer s.cancels.done(cw)
+			defer s.cancels.Done(cw)
 			if tr != nil || msg.Method != string(mcp.MethodToolsCall) || !s.serveToolsCall(cw, r, body, id) {
 				next.ServeHTTP(cw, r)
 			}
@@ -169,43 +169,6 @@ func subjectOf(r *http.Request) string {
 	}
 	return ""
 }
-
-// bindSession binds the session an initialize answer issues to the
-// caller that asked for it, as the header goes out.
-type bindSession struct {
-	http.ResponseWriter
-	sessions *sessions
-	subject  string
-	bound    bool
-}
-
-func (b *bindSession) WriteHeader(code int) {
-	if !b.bound {
-		b.bound = true
-		if id := b.Header().Get(server.HeaderKeySessionID); id != "" {
-			b.sessions.bind(id, b.subject)
-		}
-	}
-	b.ResponseWriter.WriteHeader(code)
-}
-
-func (b *bindSession) Write(p []byte) (int, error) {
-	if !b.bound {
-		b.WriteHeader(http.StatusOK)
-	}
-	return b.ResponseWriter.Write(p)
-}
-
-// Flush passes on to the connection: an initialize answered as an event
-// stream is flushed.
-func (b *bindSession) Flush() {
-	if f, ok := b.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (b *bindSession) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
 // message is what the router reads of a POSTed message, in one decode:
 // what the session rules, the rate limit, tasks and cancellations decide
@@ -257,12 +220,12 @@ func (s *Server) expireIdle(tick time.Duration, done <-chan struct{}) {
 		case <-t.C:
 		}
 		s.sweepTasks()
-		idle := s.sessions.idleOnes()
+		idle := s.sessions.IdleOnes()
 		for _, id := range idle {
 			s.endSession(id)
 		}
 		if len(idle) > 0 {
-			s.log.Info("MCP sessions expired", "agent", s.cfg.Identity, "count", len(idle), "idle_timeout", s.sessions.idle, "live", s.sessions.count())
+			s.log.Info("MCP sessions expired", "agent", s.cfg.Identity, "count", len(idle), "idle_timeout", s.sessions.Idle(), "live", s.sessions.Count())
 		}
 		if len(idle) >= releaseAfter {
 			// A burst of abandoned sessions (a client restarting in a

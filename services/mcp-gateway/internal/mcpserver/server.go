@@ -19,6 +19,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/httpedge"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/procs"
@@ -36,8 +37,8 @@ type Server struct {
 	handler    http.Handler
 	// sessions records the sessions issued to session-based clients;
 	// cancels the requests in progress, to drop a cancelled one's answer.
-	sessions *sessions
-	cancels  *cancellations
+	sessions *mcphttp.Sessions
+	cancels  *mcphttp.Cancellations
 	// clientSessions holds mcp-go's registered sessions by id
 	// (callsession.go).
 	clientSessions sync.Map
@@ -93,8 +94,8 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		log:        cfg.Logger,
 		strict:     strict,
 		approvals:  newApprovals(cfg.ApprovalTimeout, maxPendingApprovals, time.Now),
-		sessions:   newSessions(cfg.SessionIdleTimeout, cfg.MaxSessions, time.Now),
-		cancels:    newCancellations(),
+		sessions:   mcphttp.NewSessions(cfg.SessionIdleTimeout, cfg.MaxSessions, time.Now),
+		cancels:    mcphttp.NewCancellations(),
 		stopExpiry: make(chan struct{}),
 		core: call.New(call.Config{
 			Identity:        cfg.Identity,
@@ -130,7 +131,7 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 	// A session's end takes its own tasks with it; a caller's outlive it.
 	// With authentication no task is a session's, and there is nothing
 	// to look up (in a fleet, a round trip to the bucket per session).
-	s.sessions.onEnd = func(id string) {
+	s.sessions.OnEnd = func(id string) {
 		if cfg.AuthToken == "" && cfg.Authenticate == nil {
 			s.tasks.Drop(tasks.SessionOwner(id))
 		}

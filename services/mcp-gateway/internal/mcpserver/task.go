@@ -127,7 +127,7 @@ func (tr *taskRequest) result() json.RawMessage {
 // startTask turns the task-augmented tools/call req into a task and returns
 // once the call is cleared to run or has already finished (denied, say).
 // The result returned is only a stand-in: the session rules answer with
-// the CreateTaskResult instead ([cancelWriter.replace]).
+// the CreateTaskResult instead ([mcphttp.CancelWriter.Replace]).
 func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, req mcp.CallToolRequest) *mcp.CallToolResult {
 	// Until the call is cleared to run, it belongs to the request: a client
 	// that goes away while its human decides cancels it. After that only
@@ -404,38 +404,6 @@ func writeRPC(w http.ResponseWriter, a rpcAnswer, header ...string) {
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(b, '\n'))
-}
-
-// withResult returns the JSON-RPC response msg with its result replaced,
-// or msg itself when it is not a result (an error stays an error).
-func withResult(msg []byte, result json.RawMessage) []byte {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(msg, &m) != nil || m["result"] == nil {
-		return msg
-	}
-	m["result"] = result
-	b, err := json.Marshal(m)
-	if err != nil {
-		return msg
-	}
-	if bytes.HasSuffix(msg, []byte("\n")) {
-		b = append(b, '\n')
-	}
-	return b
-}
-
-// eventWithResult returns an SSE event whose data is the JSON-RPC response
-// to id with its result replaced.
-func eventWithResult(p []byte, id, result json.RawMessage) []byte {
-	lines := bytes.Split(p, []byte("\n"))
-	for i, line := range lines {
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok || !carriesResponse(line, id) {
-			continue
-		}
-		lines[i] = append([]byte("data: "), withResult(bytes.TrimSpace(data), result)...)
-	}
-	return bytes.Join(lines, []byte("\n"))
 }
 
 // taskHooks are the mcp-go hooks that advertise tasks to clients of the
