@@ -9,6 +9,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
 )
 
 // CodeRateLimited is the JSON-RPC error of a call over its caller's
@@ -40,7 +41,7 @@ func (s *Server) limitCall(w http.ResponseWriter, r *http.Request, msg *message)
 	if v == nil {
 		return false
 	}
-	writeRPC(w, rpcAnswer{JSONRPC: mcp.JSONRPC_VERSION, ID: msg.ID, Error: &mcp.JSONRPCErrorDetails{
+	mcphttp.WriteRPC(w, mcphttp.RPCAnswer{JSONRPC: mcp.JSONRPC_VERSION, ID: msg.ID, Error: &mcp.JSONRPCErrorDetails{
 		Code:    CodeRateLimited,
 		Message: v.Message,
 		Data:    map[string]any{"retryAfterSeconds": v.RetryAfterSeconds()},

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 )
 
 // route is the gateway's MCP router. It decodes each POSTed message once,
@@ -39,7 +40,7 @@ import (
 //     requesting caller (or session, without authentication) only, and a task-augmented tools/call is
 //     prepared for the tool handler and answered with its task;
 //   - tools/list, in both eras, is answered from the lists kept per tool
-//     set ([Server.serveToolsList]), once the rules above have passed;
+//     set ([mcphttp.ToolsList.Serve]), once the rules above have passed;
 //     so is a plain tools/call, through the call core without mcp-go's
 //     machinery ([Server.serveToolsCall]).
 //
@@ -262,3 +263,11 @@ type discard struct{ header http.Header }
 func (d discard) Header() http.Header       { return d.header }
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 func (discard) WriteHeader(statusCode int)  {}
+
+// serveToolsList answers a tools/list from the kept lists
+// ([mcphttp.ToolsList.Serve]) and reports true, or reports false, having
+// written nothing, for anything mcp-go is to answer.
+func (s *Server) serveToolsList(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	grant := func() *policy.Grant { return s.core.Grant(auth.CallerFrom(r.Context())) }
+	return s.list.Serve(w, r, body, grant, s.streamable.SupportsProtocolVersion, s.log)
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -46,7 +47,7 @@ type entry struct {
 // newEntry builds the MCP registration of e.
 func newEntry(e *call.Entry) *entry {
 	me := &entry{Entry: e, def: definition(e.Tool)}
-	me.headerParams = hasHeaderParams(&me.def)
+	me.headerParams = mcphttp.HasHeaderParams(&me.def)
 	if e.Command() {
 		// A local command, or a remote tool whose agent's card promises
 		// the command result: the same schema either way.

@@ -64,7 +64,7 @@ type Server struct {
 	res resourceState
 
 	// list keeps the tools/list answers of the served tools (toolslist.go).
-	list *toolsList
+	list *mcphttp.ToolsList
 
 	// tasks runs the MCP tasks of every session on the task store
 	// (task.go); ownTaskStore is set when the store is the server's own.
@@ -159,9 +159,9 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 	}
 	scope := listCacheScope(cfg)
 	ttlMs := cfg.ToolsListTTL.Milliseconds()
-	s.list = newToolsList(pageSize, ttlMs, scope, mcp.Implementation{Name: cfg.Identity, Version: cfg.Version})
+	s.list = mcphttp.NewToolsList(pageSize, ttlMs, scope, mcp.Implementation{Name: cfg.Identity, Version: cfg.Version})
 	// The same hints on the answers mcp-go still builds itself (none
-	// that list tools, see serveToolsList; kept so the two never differ).
+	// that list tools, see mcphttp.ToolsList.Serve; kept so the two never differ).
 	opts = append(opts, server.WithMethodCacheHints(mcp.MethodToolsList, ttlMs, scope))
 	if cfg.Instructions != "" {
 		opts = append(opts, server.WithInstructions(cfg.Instructions))
@@ -214,13 +214,14 @@ func (s *Server) SetTools(source string, tools []tool.Tool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.core.SetTools(source, tools, func(served []*call.Entry) error {
-		entries := make([]*entry, len(served))
+		listed := make([]mcphttp.Tool, len(served))
 		byName := make(map[string]*entry, len(served))
 		registrations := make([]server.ServerTool, len(served))
 		defs := make([]mcp.Tool, len(served))
 		for i, ce := range served {
 			e := newEntry(ce)
-			entries[i], byName[e.def.Name] = e, e
+			byName[e.def.Name] = e
+			listed[i] = mcphttp.Tool{Def: e.def, Tags: e.Tool.Tags(), Remote: e.Remote()}
 			registrations[i] = s.serverTool(e.def)
 			defs[i] = e.def
 		}
@@ -228,7 +229,7 @@ func (s *Server) SetTools(source string, tools []tool.Tool) error {
 		if err != nil {
 			return fmt.Errorf("encoding tool definitions: %w", err)
 		}
-		if err := s.list.set(entries, s.core.Unreachable()); err != nil {
+		if err := s.list.Set(listed, s.core.Unreachable()); err != nil {
 			return err
 		}
 		s.entries.Store(&byName)

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 )
 
@@ -180,7 +181,7 @@ func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, re
 func (s *Server) taskCall(w http.ResponseWriter, r *http.Request, owner, session string, msg *message) (*taskRequest, bool) {
 	asked, ttl, err := s.taskTTL(msg.Params.Task)
 	if err != nil {
-		writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, err.Error())
+		mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, err.Error())
 		return nil, false
 	}
 	if !asked {
@@ -189,7 +190,7 @@ func (s *Server) taskCall(w http.ResponseWriter, r *http.Request, owner, session
 	room, err := s.tasks.Reserve(r.Context())
 	if err != nil {
 		s.log.Warn("refused an MCP task", "agent", s.cfg.Identity, "error", err)
-		writeRPCError(w, msg.ID, mcp.INTERNAL_ERROR, err.Error())
+		mcphttp.WriteError(w, msg.ID, mcp.INTERNAL_ERROR, err.Error())
 		return nil, false
 	}
 	return &taskRequest{owner: owner, session: session, ttl: ttl, room: room}, true
@@ -217,7 +218,7 @@ func (s *Server) taskTTL(raw json.RawMessage) (asked bool, ttl time.Duration, er
 		TTL json.RawMessage `json:"ttl"`
 	}
 	if raw[0] != '{' || json.Unmarshal(raw, &p) != nil {
-		return false, 0, fmt.Errorf("params.task must be an object, got %s", clip(raw))
+		return false, 0, fmt.Errorf("params.task must be an object, got %s", mcphttp.Clip(raw))
 	}
 	limit := s.cfg.TaskRetention
 	ttlRaw := bytes.TrimSpace(p.TTL)
@@ -226,21 +227,12 @@ func (s *Server) taskTTL(raw json.RawMessage) (asked bool, ttl time.Duration, er
 	}
 	ms, err := strconv.ParseInt(string(ttlRaw), 10, 64)
 	if err != nil || ms <= 0 {
-		return false, 0, fmt.Errorf("params.task.ttl must be a positive whole number of milliseconds, got %s", clip(ttlRaw))
+		return false, 0, fmt.Errorf("params.task.ttl must be a positive whole number of milliseconds, got %s", mcphttp.Clip(ttlRaw))
 	}
 	if ms >= limit.Milliseconds() {
 		return true, limit, nil
 	}
 	return true, time.Duration(ms) * time.Millisecond, nil
-}
-
-// clip shortens a hostile value for an error message.
-func clip(b []byte) string {
-	const max = 64
-	if len(b) > max {
-		return string(bytes.ToValidUTF8(b[:max], nil)) + "..."
-	}
-	return string(b)
 }
 
 // isTaskMethod reports whether method is one the gateway answers from its
@@ -264,7 +256,7 @@ func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner s
 	ctx := r.Context()
 	if msg.Method == string(mcp.MethodTasksList) {
 		if c := bytes.TrimSpace(msg.Params.Cursor); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
-			writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("unknown cursor %s: tasks/list answers in one page", clip(c)))
+			mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("unknown cursor %s: tasks/list answers in one page", mcphttp.Clip(c)))
 			return
 		}
 		list, err := s.tasks.List(ctx, owner)
@@ -276,12 +268,12 @@ func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner s
 		for _, t := range list {
 			views = append(views, t.View())
 		}
-		writeRPCResult(w, msg.ID, mcp.ListTasksResult{Tasks: views})
+		mcphttp.WriteResult(w, msg.ID, mcp.ListTasksResult{Tasks: views})
 		return
 	}
 	var id string
 	if json.Unmarshal(msg.Params.TaskID, &id) != nil || id == "" {
-		writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("%s needs params.taskId, the id of a task", msg.Method))
+		mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("%s needs params.taskId, the id of a task", msg.Method))
 		return
 	}
 	switch mcp.MCPMethod(msg.Method) {
@@ -291,14 +283,14 @@ func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner s
 			s.taskError(w, msg, id, err)
 			return
 		}
-		writeRPCResult(w, msg.ID, mcp.NewGetTaskResult(t.View()))
+		mcphttp.WriteResult(w, msg.ID, mcp.NewGetTaskResult(t.View()))
 	case mcp.MethodTasksCancel:
 		// Answered once the call has returned: the process group is then
 		// gone and the slot free, here or on the gateway running it.
 		t, err := s.tasks.Cancel(ctx, owner, id)
 		switch {
 		case errors.Is(err, tasks.ErrFinished):
-			writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s is already %s: only a working task can be cancelled", id, t.Status))
+			mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s is already %s: only a working task can be cancelled", id, t.Status))
 			return
 		case err != nil:
 			s.taskError(w, msg, id, err)
@@ -307,7 +299,7 @@ func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner s
 			return
 		}
 		s.log.Info("MCP task cancelled", "agent", s.cfg.Identity, "tool", t.Tool, "task", id, "instance", t.Instance)
-		writeRPCResult(w, msg.ID, mcp.NewCancelTaskResult(t.View()))
+		mcphttp.WriteResult(w, msg.ID, mcp.NewCancelTaskResult(t.View()))
 	case mcp.MethodTasksResult:
 		t, err := s.tasks.Wait(ctx, owner, id)
 		if ctx.Err() != nil {
@@ -318,12 +310,12 @@ func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner s
 			return
 		}
 		if t.Result == nil {
-			writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s was %s (%s): it has no result", id, t.Status, t.Message))
+			mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s was %s (%s): it has no result", id, t.Status, t.Message))
 			return
 		}
 		out := *t.Result
 		out.Meta = mcp.WithRelatedTask(id)
-		writeRPCResult(w, msg.ID, out)
+		mcphttp.WriteResult(w, msg.ID, out)
 	}
 }
 
@@ -331,7 +323,7 @@ func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner s
 // found, or the store unreachable.
 func (s *Server) taskError(w http.ResponseWriter, msg *message, id string, err error) {
 	if errors.Is(err, tasks.ErrNotFound) {
-		writeRPCError(w, msg.ID, mcp.INVALID_PARAMS, taskNotFound(id))
+		mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, taskNotFound(id))
 		return
 	}
 	s.taskStoreError(w, msg, err)
@@ -340,7 +332,7 @@ func (s *Server) taskError(w http.ResponseWriter, msg *message, id string, err e
 // taskStoreError answers a task method when the store failed.
 func (s *Server) taskStoreError(w http.ResponseWriter, msg *message, err error) {
 	s.log.Warn("reading MCP tasks", "agent", s.cfg.Identity, "method", msg.Method, "error", err)
-	writeRPCError(w, msg.ID, mcp.INTERNAL_ERROR, fmt.Sprintf("the task store cannot be read now, try again: %v", err))
+	mcphttp.WriteError(w, msg.ID, mcp.INTERNAL_ERROR, fmt.Sprintf("the task store cannot be read now, try again: %v", err))
 }
 
 // notifyTaskStatus sends notifications/tasks/status for t to the session
@@ -367,43 +359,7 @@ func (s *Server) notifyTaskStatus(t tasks.Task) {
 }
 
 func taskNotFound(id string) string {
-	return fmt.Sprintf("task %s not found: it does not exist for this caller or session, or it finished longer ago than its ttl (expose.agent.mcp.task_retention) or made room for newer ones (expose.agent.mcp.max_tasks)", clip([]byte(id)))
-}
-
-// rpcAnswer is a JSON-RPC response the gateway writes itself.
-type rpcAnswer struct {
-	JSONRPC string                   `json:"jsonrpc"`
-	ID      json.RawMessage          `json:"id"`
-	Result  any                      `json:"result,omitempty"`
-	Error   *mcp.JSONRPCErrorDetails `json:"error,omitempty"`
-}
-
-func writeRPCResult(w http.ResponseWriter, id json.RawMessage, result any) {
-	writeRPC(w, rpcAnswer{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Result: result})
-}
-
-func writeRPCError(w http.ResponseWriter, id json.RawMessage, code int, message string) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	writeRPC(w, rpcAnswer{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Error: &mcp.JSONRPCErrorDetails{Code: code, Message: message}})
-}
-
-// writeRPC writes a, setting the header pairs given (name, value, ...)
-// besides its content type.
-func writeRPC(w http.ResponseWriter, a rpcAnswer, header ...string) {
-	b, err := json.Marshal(a)
-	if err != nil {
-		http.Error(w, "encoding the answer: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	h := w.Header()
-	h["Content-Type"] = contentJSON
-	for i := 0; i+1 < len(header); i += 2 {
-		h.Set(header[i], header[i+1])
-	}
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(b, '\n'))
+	return fmt.Sprintf("task %s not found: it does not exist for this caller or session, or it finished longer ago than its ttl (expose.agent.mcp.task_retention) or made room for newer ones (expose.agent.mcp.max_tasks)", mcphttp.Clip([]byte(id)))
 }
 
 // taskHooks are the mcp-go hooks that advertise tasks to clients of the

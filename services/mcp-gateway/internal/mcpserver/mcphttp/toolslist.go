@@ -1,4 +1,4 @@
-package mcpserver
+package mcphttp
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"mime"
 	"net/http"
@@ -19,7 +20,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 )
 
@@ -43,9 +44,9 @@ import (
 // nothing is built for a grant or an era no caller uses.
 //
 // A request is answered by writing the JSON-RPC head, the request's own
-// id, and the kept page: [toolsList.respond], which allocates nothing.
+// id, and the kept page: [ToolsList.Respond], which allocates nothing.
 // The checks that decide whether a request may be answered this way
-// (see [Server.serveToolsList]) run first; anything they do not accept
+// (see [ToolsList.Serve]) run first; anything they do not accept
 // goes to mcp-go as before, which answers it (an error, in every case
 // the checks refuse).
 //
@@ -79,19 +80,19 @@ const maxListViews = 256
 // a stale cursor from a forged one.
 const maxRetired = 64
 
-// digestLen is the bytes of a list digest a cursor carries.
-const digestLen = 15
+// DigestLen is the bytes of a list digest a cursor carries.
+const DigestLen = 15
 
 // cursorVersion is the first byte of every cursor, so that the format can
 // change without an old cursor being read as a new one.
 const cursorVersion = 1
 
-// cursorLen is a decoded cursor: version, digest, offset, page size.
-const cursorLen = 1 + digestLen + 4 + 4
+// CursorLen is a decoded cursor: version, digest, offset, page size.
+const CursorLen = 1 + DigestLen + 4 + 4
 
-// toolsList keeps the tools/list answers of the current tool set. It is
+// ToolsList keeps the tools/list answers of the current tool set. It is
 // safe for concurrent use.
-type toolsList struct {
+type ToolsList struct {
 	pageSize int
 	ttlMs    int64
 	scope    mcp.CacheScope
@@ -106,12 +107,12 @@ type listSnapshot struct {
 	tools []listedTool
 	// unreachable are the remote tools each role nats context may not
 	// reach ([Server.SetUnreachable]).
-	unreachable Unreachable
+	unreachable call.Unreachable
 	// hash identifies the tool set: its definitions and what the policy
 	// decides on (tags, remote or not, which contexts reach it).
 	hash [sha256.Size]byte
 	// retired are the digests of earlier snapshots' views, newest last.
-	retired [][digestLen]byte
+	retired [][DigestLen]byte
 
 	// views maps a grant and an era to its view. It is replaced whole,
 	// never modified, so a request reads it without a lock.
@@ -134,7 +135,7 @@ type viewKey struct {
 
 // listView is the list one grant sees in one era, paged and encoded.
 type listView struct {
-	digest [digestLen]byte
+	digest [DigestLen]byte
 	tools  int
 	// pages hold, for each page, what follows the request id in the
 	// response: `,"result":{...}}`, without a trailing newline.
@@ -143,29 +144,39 @@ type listView struct {
 
 // Fixed pieces of every answer.
 var (
-	rpcHead     = []byte(`{"jsonrpc":"2.0","id":`)
-	sseHead     = []byte("event: message\ndata: ")
-	jsonTail    = []byte("\n")
-	sseTail     = []byte("\n\n")
-	contentJSON = []string{"application/json"}
+	rpcHead  = []byte(`{"jsonrpc":"2.0","id":`)
+	sseHead  = []byte("event: message\ndata: ")
+	jsonTail = []byte("\n")
+	sseTail  = []byte("\n\n")
+	// ContentJSON is the Content-Type of a JSON answer, shared rather
+	// than allocated per answer.
+	ContentJSON = []string{"application/json"}
 	contentSSE  = []string{"text/event-stream"}
 	noCache     = []string{"no-cache"}
 )
 
-func newToolsList(pageSize int, ttlMs int64, scope mcp.CacheScope, impl mcp.Implementation) *toolsList {
-	l := &toolsList{pageSize: pageSize, ttlMs: ttlMs, scope: scope, impl: impl}
-	l.set(nil, nil)
+func NewToolsList(pageSize int, ttlMs int64, scope mcp.CacheScope, impl mcp.Implementation) *ToolsList {
+	l := &ToolsList{pageSize: pageSize, ttlMs: ttlMs, scope: scope, impl: impl}
+	_ = l.Set(nil, nil)
 	return l
 }
 
-// set replaces the snapshot with one of entries (in registration order),
+// Tool is a served tool as tools/list shows it, with what the policy
+// decides on.
+type Tool struct {
+	Def    mcp.Tool
+	Tags   []string
+	Remote bool
+}
+
+// Set replaces the snapshot with one of tools (in registration order),
 // unless it would list exactly what the current one lists: then the
 // kept lists and every cursor issued stay valid. The caller serialises
 // calls.
-func (l *toolsList) set(entries []*entry, unreachable Unreachable) error {
-	tools := make([]listedTool, len(entries))
-	for i, e := range entries {
-		tools[i] = listedTool{def: e.def, tags: e.Tool.Tags(), remote: e.Remote()}
+func (l *ToolsList) Set(served []Tool, unreachable call.Unreachable) error {
+	tools := make([]listedTool, len(served))
+	for i, t := range served {
+		tools[i] = listedTool{def: t.Def, tags: t.Tags, remote: t.Remote}
 	}
 	sortTools(tools)
 	h := sha256.New()
@@ -220,7 +231,7 @@ func sortTools(tools []listedTool) {
 }
 
 // view returns the view of grant g in the era, building it on first use.
-func (sn *listSnapshot) view(l *toolsList, g *policy.Grant, modern bool) (*listView, error) {
+func (sn *listSnapshot) view(l *ToolsList, g *policy.Grant, modern bool) (*listView, error) {
 	key := viewKey{grant: g.Key, modern: modern}
 	if v := (*sn.views.Load())[key]; v != nil {
 		return v, nil
@@ -250,7 +261,7 @@ func (sn *listSnapshot) view(l *toolsList, g *policy.Grant, modern bool) (*listV
 // allows ([Server.visibleTools] decides the same), with the tasks
 // annotation of the session-based eras (taskHooks) or the result fields
 // of 2026-07-28, as mcp-go's decoration adds them.
-func (sn *listSnapshot) build(l *toolsList, g *policy.Grant, modern bool) (*listView, error) {
+func (sn *listSnapshot) build(l *ToolsList, g *policy.Grant, modern bool) (*listView, error) {
 	tools := make([]mcp.Tool, 0, len(sn.tools))
 	for _, t := range sn.tools {
 		if !g.Allows(t.def.Name, t.tags, t.remote) || t.remote && sn.unreachable.Refuses(g, t.def.Name) {
@@ -271,7 +282,7 @@ func (sn *listSnapshot) build(l *toolsList, g *policy.Grant, modern bool) (*list
 		end := min(start+size, len(tools))
 		res := mcp.ListToolsResult{Tools: tools[start:end]}
 		if end < len(tools) {
-			res.NextCursor = mcp.Cursor(encodeCursor(v.digest, end, size))
+			res.NextCursor = mcp.Cursor(EncodeCursor(v.digest, end, size))
 		}
 		if modern {
 			res.SetResultType(mcp.ResultTypeComplete)
@@ -292,7 +303,7 @@ func (sn *listSnapshot) build(l *toolsList, g *policy.Grant, modern bool) (*list
 }
 
 // digest identifies the list grant g sees in this snapshot.
-func (sn *listSnapshot) digest(g *policy.Grant) [digestLen]byte {
+func (sn *listSnapshot) digest(g *policy.Grant) [DigestLen]byte {
 	h := sha256.New()
 	h.Write(sn.hash[:])
 	h.Write([]byte{0})
@@ -301,19 +312,19 @@ func (sn *listSnapshot) digest(g *policy.Grant) [digestLen]byte {
 		h.Write([]byte{0, 1})
 	}
 	var sum [sha256.Size]byte
-	var d [digestLen]byte
+	var d [DigestLen]byte
 	copy(d[:], h.Sum(sum[:0]))
 	return d
 }
 
 // encodeCursor is the cursor of the page at offset of the list digest,
 // paged by size.
-func encodeCursor(digest [digestLen]byte, offset, size int) string {
-	var b [cursorLen]byte
+func EncodeCursor(digest [DigestLen]byte, offset, size int) string {
+	var b [CursorLen]byte
 	b[0] = cursorVersion
 	copy(b[1:], digest[:])
-	binary.BigEndian.PutUint32(b[1+digestLen:], uint32(offset))
-	binary.BigEndian.PutUint32(b[1+digestLen+4:], uint32(size))
+	binary.BigEndian.PutUint32(b[1+DigestLen:], uint32(offset))
+	binary.BigEndian.PutUint32(b[1+DigestLen+4:], uint32(size))
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
@@ -332,7 +343,7 @@ const (
 
 // message is the JSON-RPC error message of a refused cursor. Every one
 // tells the client what to do: list again without a cursor.
-func (e cursorError) message(l *toolsList) string {
+func (e cursorError) message(l *ToolsList) string {
 	const again = "; send tools/list again without a cursor to list from the start"
 	switch e {
 	case cursorStale:
@@ -352,24 +363,24 @@ func (e cursorError) message(l *toolsList) string {
 
 // page returns the index of the page cursor points at in v, or why it
 // cannot be honoured. An empty cursor is the first page.
-func (sn *listSnapshot) page(l *toolsList, v *listView, cursor []byte) (int, cursorError) {
+func (sn *listSnapshot) page(l *ToolsList, v *listView, cursor []byte) (int, cursorError) {
 	if len(cursor) == 0 {
 		return 0, cursorOK
 	}
-	var b [cursorLen]byte
-	if base64.RawURLEncoding.DecodedLen(len(cursor)) != cursorLen {
+	var b [CursorLen]byte
+	if base64.RawURLEncoding.DecodedLen(len(cursor)) != CursorLen {
 		return 0, cursorMalformed
 	}
-	if n, err := base64.RawURLEncoding.Decode(b[:], cursor); err != nil || n != cursorLen || b[0] != cursorVersion {
+	if n, err := base64.RawURLEncoding.Decode(b[:], cursor); err != nil || n != CursorLen || b[0] != cursorVersion {
 		return 0, cursorMalformed
 	}
-	var d [digestLen]byte
+	var d [DigestLen]byte
 	copy(d[:], b[1:])
 	if d != v.digest {
 		return 0, sn.otherList(d)
 	}
-	offset := int(binary.BigEndian.Uint32(b[1+digestLen:]))
-	size := int(binary.BigEndian.Uint32(b[1+digestLen+4:]))
+	offset := int(binary.BigEndian.Uint32(b[1+DigestLen:]))
+	size := int(binary.BigEndian.Uint32(b[1+DigestLen+4:]))
 	if size != l.pageSize || size <= 0 {
 		return 0, cursorPageSize
 	}
@@ -380,7 +391,7 @@ func (sn *listSnapshot) page(l *toolsList, v *listView, cursor []byte) (int, cur
 }
 
 // otherList tells why digest d, not the caller's list's, is refused.
-func (sn *listSnapshot) otherList(d [digestLen]byte) cursorError {
+func (sn *listSnapshot) otherList(d [DigestLen]byte) cursorError {
 	for _, r := range sn.retired {
 		if r == d {
 			return cursorStale
@@ -394,17 +405,17 @@ func (sn *listSnapshot) otherList(d [digestLen]byte) cursorError {
 	return cursorUnknown
 }
 
-// listQuery is what [toolsList.respond] needs of a tools/list request.
-type listQuery struct {
-	// id is the request's JSON-RPC id as it arrived: a JSON string or
+// Query is what [ToolsList.Respond] needs of a tools/list request.
+type Query struct {
+	// ID is the request's JSON-RPC id as it arrived: a JSON string or
 	// number.
-	id []byte
-	// cursor is params.cursor, unescaped; empty for the first page.
-	cursor []byte
-	grant  *policy.Grant
-	modern bool
-	// sse frames the answer as one event of an event stream.
-	sse bool
+	ID []byte
+	// Cursor is params.cursor, unescaped; empty for the first page.
+	Cursor []byte
+	Grant  *policy.Grant
+	Modern bool
+	// SSE frames the answer as one event of an event stream.
+	SSE bool
 }
 
 // respond writes the answer to q on w: the page of the caller's list, or
@@ -419,30 +430,30 @@ type listQuery struct {
 // whatever the number of tools; [TestToolsListRespondAllocs] holds it to
 // that. Reading and checking the request before it, and the HTTP
 // server's own work, are not part of it.
-func (l *toolsList) respond(w io.Writer, q listQuery, header func(status, length int)) error {
+func (l *ToolsList) Respond(w io.Writer, q Query, header func(status, length int)) error {
 	sn := l.cur.Load()
-	v, err := sn.view(l, q.grant, q.modern)
+	v, err := sn.view(l, q.Grant, q.Modern)
 	if err != nil {
 		return err
 	}
-	i, cerr := sn.page(l, v, q.cursor)
+	i, cerr := sn.page(l, v, q.Cursor)
 	if cerr != cursorOK {
 		return l.refuse(w, q, cerr, header)
 	}
 	head, tail := rpcHead, jsonTail
 	n := 0
-	if q.sse {
+	if q.SSE {
 		tail = sseTail
 		n = len(sseHead)
 	}
-	n += len(head) + len(q.id) + len(v.pages[i]) + len(tail)
+	n += len(head) + len(q.ID) + len(v.pages[i]) + len(tail)
 	header(http.StatusOK, n)
-	if q.sse {
+	if q.SSE {
 		if _, err := w.Write(sseHead); err != nil {
 			return err
 		}
 	}
-	for _, b := range [...][]byte{head, q.id, v.pages[i], tail} {
+	for _, b := range [...][]byte{head, q.ID, v.pages[i], tail} {
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
@@ -453,29 +464,29 @@ func (l *toolsList) respond(w io.Writer, q listQuery, header func(status, length
 // refuse answers q with the JSON-RPC -32602 error of its cursor. A
 // 2026-07-28 error goes with HTTP 400, as that revision maps it (and as
 // mcp-go answers its own -32602); earlier eras' with 200.
-func (l *toolsList) refuse(w io.Writer, q listQuery, cerr cursorError, header func(status, length int)) error {
+func (l *ToolsList) refuse(w io.Writer, q Query, cerr cursorError, header func(status, length int)) error {
 	msg, err := json.Marshal(cerr.message(l))
 	if err != nil {
 		return err
 	}
-	body := make([]byte, 0, 128+len(q.id)+len(msg))
-	if q.sse {
+	body := make([]byte, 0, 128+len(q.ID)+len(msg))
+	if q.SSE {
 		body = append(body, sseHead...)
 	}
 	body = append(body, rpcHead...)
-	body = append(body, q.id...)
+	body = append(body, q.ID...)
 	body = append(body, `,"error":{"code":`...)
 	body = strconv.AppendInt(body, mcp.INVALID_PARAMS, 10)
 	body = append(body, `,"message":`...)
 	body = append(body, msg...)
 	body = append(body, "}}"...)
-	if q.sse {
+	if q.SSE {
 		body = append(body, sseTail...)
 	} else {
 		body = append(body, jsonTail...)
 	}
 	status := http.StatusOK
-	if q.modern {
+	if q.Modern {
 		status = http.StatusBadRequest
 	}
 	header(status, len(body))
@@ -483,7 +494,7 @@ func (l *toolsList) refuse(w io.Writer, q listQuery, cerr cursorError, header fu
 	return err
 }
 
-// listRequest is what [Server.serveToolsList] reads of a POSTed message.
+// listRequest is what [ToolsList.Serve] reads of a POSTed message.
 type listRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
@@ -498,20 +509,21 @@ type listParams struct {
 	Meta   *mcp.Meta `json:"_meta"`
 }
 
-// serveToolsList answers a tools/list request from the kept lists and
+// Serve answers a tools/list request from the kept lists and
 // reports true, or reports false, having written nothing, for any other
 // request and for a tools/list that mcp-go is to answer: every one whose
 // message, headers or protocol version mcp-go would refuse, so that its
 // error stays mcp-go's own. The session rules have passed by then
-// ([Server.route]); the caller's grant comes from the context the
-// authentication layer filled.
+// (the gateway's router); grant gives the caller's grant, asked only for
+// a request answered here; supported reports whether mcp-go serves a
+// protocol version.
 //
 // The answer is JSON unless the client accepts only an event stream: a
 // list is one response and no notification follows it, so the event
 // stream mcp-go would open for a session that was sent a notification
 // earlier adds nothing (notifications still queued for the session reach
 // its next request or its standing stream).
-func (s *Server) serveToolsList(w http.ResponseWriter, r *http.Request, body []byte) bool {
+func (l *ToolsList) Serve(w http.ResponseWriter, r *http.Request, body []byte, grant func() *policy.Grant, supported func(version string) bool, log *slog.Logger) bool {
 	if r.Method != http.MethodPost || !bytes.Contains(body, []byte(mcp.MethodToolsList)) {
 		return false
 	}
@@ -533,7 +545,7 @@ func (s *Server) serveToolsList(w http.ResponseWriter, r *http.Request, body []b
 		// What mcp-go's transport and message handler check of a
 		// 2026-07-28 request before they answer it.
 		if r.Header.Get(mcp.HeaderLastEventID) != "" || header == "" || header != meta ||
-			!s.streamable.SupportsProtocolVersion(meta) || !mcp.IsValidProtocolVersion(meta) ||
+			!supported(meta) || !mcp.IsValidProtocolVersion(meta) ||
 			params.Meta.ClientCapabilities() == nil ||
 			mcp.ValidateStandardHeaders(r.Header.Get, meta, mcp.MethodToolsList, req.Params) != nil {
 			return false
@@ -541,21 +553,20 @@ func (s *Server) serveToolsList(w http.ResponseWriter, r *http.Request, body []b
 	} else if header != "" && !mcp.IsValidProtocolVersion(header) {
 		return false
 	}
-	g := s.core.Grant(auth.CallerFrom(r.Context()))
-	q := listQuery{id: req.ID, cursor: []byte(params.Cursor), grant: g, modern: modern, sse: onlyEventStream(r.Header)}
-	err := s.list.respond(w, q, func(status, length int) {
+	q := Query{ID: req.ID, Cursor: []byte(params.Cursor), Grant: grant(), Modern: modern, SSE: onlyEventStream(r.Header)}
+	err := l.Respond(w, q, func(status, length int) {
 		h := w.Header()
-		if q.sse {
+		if q.SSE {
 			h["Content-Type"] = contentSSE
 			h["Cache-Control"] = noCache
 		} else {
-			h["Content-Type"] = contentJSON
+			h["Content-Type"] = ContentJSON
 		}
 		h.Set("Content-Length", strconv.Itoa(length))
 		w.WriteHeader(status)
 	})
 	if err != nil {
-		s.log.Debug("answering tools/list", "agent", s.cfg.Identity, "error", err)
+		log.Debug("answering tools/list", "error", err)
 	}
 	return true
 }
@@ -596,3 +607,17 @@ func onlyEventStream(h http.Header) bool {
 	}
 	return sse && !json
 }
+
+// Digest is the digest of the list g sees in the era, which the cursors
+// of its pages carry ([EncodeCursor]).
+func (l *ToolsList) Digest(g *policy.Grant, modern bool) ([DigestLen]byte, error) {
+	v, err := l.cur.Load().view(l, g, modern)
+	if err != nil {
+		return [DigestLen]byte{}, err
+	}
+	return v.digest, nil
+}
+
+// Impl is the server's implementation info, which 2026-07-28 answers
+// carry in their _meta.
+func (l *ToolsList) Impl() mcp.Implementation { return l.impl }
