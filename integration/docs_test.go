@@ -162,3 +162,110 @@ func TestDocLinks(t *testing.T) {
 		}
 	}
 }
+
+// architecturePage is the page that names the packages of the repository
+// by their paths, relative to this directory.
+var architecturePage = filepath.Join("..", "docs", "architecture.md")
+
+// pathSpan is a code span that may name a path: path characters only,
+// with no leading slash (an HTTP route) and no scheme.
+var pathSpan = regexp.MustCompile(`^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*/?$`)
+
+// repoPath reports whether the code span s names a file or directory of
+// the repository: a path with a slash, or a Go file. A span whose first
+// segment holds a dot, and is no file at the root, is a module path
+// (github.com/…), not one of ours.
+func repoPath(s string, rootEntry func(string) bool) bool {
+	if !pathSpan.MatchString(s) || !strings.Contains(s, "/") && !strings.HasSuffix(s, ".go") {
+		return false
+	}
+	first, _, nested := strings.Cut(s, "/")
+	return !nested || !strings.Contains(first, ".") || rootEntry(first)
+}
+
+// diagramPath finds, in a line of a fenced block, the words that name a
+// package of a module whose directory cannot be mistaken for anything
+// else (services/, shared/, schemas/, integration/): the diagrams name
+// packages by their paths too. tools/ is left out, since tools/call and
+// tools/list are MCP methods.
+var diagramPath = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./-])((?:services|shared|schemas|integration)/[A-Za-z0-9_./-]*[A-Za-z0-9_-])`)
+
+// TestArchitecturePaths checks that every repository path docs/architecture.md
+// names exists: each code span that looks like a file or directory path
+// (services/mcp-gateway/internal/call, shared/tool,
+// services/mcp-gateway/main.go), and each package path in its diagrams.
+// Paths are from the repository root, so a span such as internal/call,
+// which names no path from there, fails too.
+func TestArchitecturePaths(t *testing.T) {
+	root := filepath.Join("..")
+	rootEntry := func(name string) bool {
+		_, err := os.Stat(filepath.Join(root, name))
+		return err == nil
+	}
+
+	t.Run("classify", func(t *testing.T) {
+		tests := []struct {
+			span string
+			want bool
+		}{
+			{"services/mcp-gateway/internal/call", true},
+			{"shared/tool", true},
+			{"shared/", true},
+			{"services/mcp-gateway/main.go", true},
+			{"internal/call", true},
+			{"main.go", true},
+			{"README.md", false},
+			{"call.Core.Call", false},
+			{"/mcp", false},
+			{"/.well-known/agent-card.json", false},
+			{"choria.fisk-ai.tool.<identity>", false},
+			{"github.com/mark3labs/mcp-go", false},
+			{"https://example.com/mcp", false},
+			{"GOWORK=off go build ./...", false},
+			{"expose.agent.mcp.tool_timeout", false},
+		}
+		for _, tt := range tests {
+			if got := repoPath(tt.span, rootEntry); got != tt.want {
+				t.Errorf("repoPath(%q): got %v, want %v", tt.span, got, tt.want)
+			}
+		}
+	})
+
+	data, err := os.ReadFile(architecturePage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codeSpan := regexp.MustCompile("`([^`]+)`")
+	seen := map[string]bool{}
+	check := func(line int, path string) {
+		seen[path] = true
+		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
+			t.Errorf("%s:%d: %s: got %v, want a path from the repository root that exists", architecturePage, line, path, err)
+		}
+	}
+	fenced := false
+	for i, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			for _, m := range diagramPath.FindAllStringSubmatch(line, -1) {
+				check(i+1, m[1])
+			}
+			continue
+		}
+		for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
+			if repoPath(m[1], rootEntry) {
+				check(i+1, m[1])
+			}
+		}
+	}
+	// The page is about the packages: a reading that finds few paths has
+	// gone wrong, whatever it checked.
+	for _, want := range []string{"shared/", "services/mcp-gateway/internal/call", "services/a2a-agent/internal/server", "shared/a2a/natsbus"} {
+		if !seen[want] {
+			t.Errorf("%s: got no mention of %s, want the page to name it in backticks", architecturePage, want)
+		}
+	}
+}
