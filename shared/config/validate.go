@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -264,7 +265,7 @@ func checkServerURL(s string) error {
 		return errors.New("want no user or query in it")
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && loopbackName(u.Hostname()):
+	case u.Scheme == "http" && IsLoopback(u.Hostname()):
 		return nil
 	case u.Scheme == "http":
 		return errors.New("want https: tokens and keys must not travel in clear text (http is allowed only on loopback)")
@@ -272,13 +273,23 @@ func checkServerURL(s string) error {
 	return errors.New("want scheme https")
 }
 
-// loopbackName reports whether host is localhost or a loopback IP.
-func loopbackName(host string) bool {
+// IsLoopback reports whether host only reaches this machine: localhost (in
+// any case) or a loopback IP address, IPv4 127/8 or IPv6 ::1, an IPv4
+// address mapped into IPv6 and an IPv6 zone included. host is a bare host,
+// as [net.SplitHostPort] and [url.URL.Hostname] return it: a port or the
+// brackets around an IPv6 address make it not loopback, so callers split
+// those off first. An empty host or an unspecified address (0.0.0.0, ::)
+// listens on every interface and is not loopback. Other names are not
+// resolved: what a name resolves to can change after the check.
+//
+// Every loopback rule of both services uses it, so a listen address, a
+// Host header and a URL agree on what this machine is.
+func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // rolePattern is what a policy role's name must look like: it appears in

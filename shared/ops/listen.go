@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
-	"strings"
 	"time"
+
+	"github.com/fiskfleet/fiskfleet/shared/config"
 )
 
 // shutdownTimeout bounds how long a stopping listener waits for scrapes
@@ -60,18 +60,6 @@ func Listen(ctx context.Context, addr string, h http.Handler, log *slog.Logger) 
 	return ln.Addr(), stopped, nil
 }
 
-// Loopback reports whether host only reaches this machine: localhost or a
-// loopback IP. An empty host or an unspecified address listens on every
-// interface and is not loopback.
-func Loopback(host string) bool {
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
-
 // ListenMetrics serves m at [MetricsPath] on addr until ctx ends and logs
 // where, warning when addr reaches beyond this host: the figures name
 // every served tool and how it is used.
@@ -83,7 +71,7 @@ func ListenMetrics(ctx context.Context, addr string, m *Metrics, service, identi
 	if err != nil {
 		return nil, nil, fmt.Errorf("expose.agent.metrics: %w", err)
 	}
-	if host, _, _ := net.SplitHostPort(addr); !Loopback(host) {
+	if host, _, _ := net.SplitHostPort(addr); !config.IsLoopback(host) {
 		log.Warn("serving metrics on a non-loopback address: anyone who can reach it reads the tool names and how they are used; set expose.agent.metrics.address to 127.0.0.1 or firewall the port",
 			"agent", identity, "address", bound.String())
 	}

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -394,7 +393,7 @@ func (g *Gateway) bind(ctx context.Context) error {
 // travels in clear text or who can call.
 func warnExposure(c Config, log *slog.Logger) {
 	host, _, _ := net.SplitHostPort(c.Address)
-	if loopback(host) {
+	if config.IsLoopback(host) {
 		return
 	}
 	identity := c.File.Identity
@@ -449,7 +448,7 @@ func policyClaim(m *config.MCP) string {
 // by a name or a proxy the gateway cannot know.
 func listenResource(a net.Addr) (string, error) {
 	host, port, err := net.SplitHostPort(a.String())
-	if err != nil || !loopback(host) {
+	if err != nil || !config.IsLoopback(host) {
 		return "", fmt.Errorf("expose.agent.mcp.auth.resource is required when the gateway listens on %s: set it to the URL clients use to reach /mcp, such as https://mcp.example.com/mcp", a)
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/mcp", nil
@@ -481,16 +480,6 @@ func LocalTools(ctx context.Context, cfg *config.Config, idx *knowledge.Index) (
 		tools = append(tools, builtins...)
 	}
 	return tools, dropped, nil
-}
-
-// loopback reports whether host only reaches this machine. An empty host
-// or an unspecified address listens on every interface.
-func loopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // toolsListTTL is how long a 2026-07-28 client may cache tools/list: the

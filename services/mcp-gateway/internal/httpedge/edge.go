@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
 )
 
@@ -246,7 +247,7 @@ func localLoopback(r *http.Request) (port string, ok bool) {
 		return "", false
 	}
 	host, port, err := net.SplitHostPort(local.String())
-	if err != nil || !net.ParseIP(host).IsLoopback() {
+	if err != nil || !config.IsLoopback(host) {
 		return "", false
 	}
 	return port, true
@@ -260,11 +261,7 @@ func loopbackHost(hostport string) bool {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return config.IsLoopback(host)
 }
 
 // limitBody answers 413 for a POST body over max bytes. mcp-go reads the
