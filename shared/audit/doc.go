@@ -8,7 +8,8 @@
 // JSON and its SHA-256 digest, or the digest only with audit.arguments:
 // digest), what the approval gate decided and how the call ended. Records
 // are validated against the embedded schema (schemas/audit/record.json)
-// before they leave.
+// before they leave. How a call ended is an [Ending], which also spells it
+// for the call's log line and the calls metric, so the three agree.
 //
 // Publishing never blocks a call: [Publisher.Publish] hands the record to a
 // bounded buffer that one goroutine per publisher empties with core NATS

@@ -21,9 +21,6 @@ import (
 // keeps its calls streamed.
 const approvalNote = a2a.ApprovalNote
 
-// classApproval is the error class of a gated call that was not approved.
-const classApproval = "approval_denied"
-
 // gated reports whether a call of t waits for an operator's approval:
 // only tools that say they are gated, and only when operator approvals are
 // on (otherwise [Select] does not serve them at all).
@@ -45,9 +42,9 @@ func (s *Server) approve(ctx context.Context, t tool.Tool, req *a2a.ToolRequest,
 		if err != nil {
 			// Nothing to approve: the arguments could not run.
 			msg := fmt.Sprintf("tool %s failed: %v", t.Name(), err)
-			rec.outcome, rec.result, rec.class, rec.message = "error", audit.ResultInvalid, classInvalid, msg
+			rec.end, rec.message = audit.EndA2AInvalid, msg
 			if !errors.Is(err, fiskapp.ErrInvalidInput) {
-				rec.result, rec.class = audit.ResultError, classRun
+				rec.end = audit.EndA2ARunError
 			}
 			return false, msg, rec
 		}
@@ -78,7 +75,7 @@ func (s *Server) approve(ctx context.Context, t tool.Tool, req *a2a.ToolRequest,
 		return true, "", rec
 	}
 	refusal = t.Name() + " was not run: " + v.Refusal
-	rec.outcome, rec.result, rec.class, rec.message = "denied", audit.ResultDenied, classApproval, refusal
+	rec.end, rec.message = audit.EndA2ADenied, refusal
 	s.log.Info("gated call not approved", "agent", s.cfg.Identity, "tool", t.Name(), "id", dec.Request.ID, "outcome", string(dec.Outcome), "approver", dec.Approver, "caller", req.Sender.Name)
 	return false, refusal, rec
 }
@@ -120,7 +117,7 @@ func (s *Server) serveGated(ctx context.Context, r *natsbus.Request, req *a2a.To
 	run, refusal, rec := s.approve(ctx, t, req, nil)
 	if run && !s.waitSlot(ctx) {
 		run, refusal = false, s.stoppingReply().Output
-		rec.outcome, rec.result, rec.class, rec.message = "error", audit.ResultRefused, classStopping, refusal
+		rec.end, rec.message = audit.EndA2AStopping, refusal
 	}
 	if !run {
 		s.answer(r, req, &a2a.ToolReply{IsError: true, Output: refusal}, span)

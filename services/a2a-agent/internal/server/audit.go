@@ -12,21 +12,6 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
-// Error classes of the audit records this server writes, beside the
-// results they qualify.
-const (
-	classUnknownTool = "unknown_tool"
-	classStopping    = "stopping"
-	classTimeout     = "timeout"
-	classStart       = "start"
-	classRun         = "run_error"
-	classToolError   = "tool_error"
-	classInvalid     = "invalid_input"
-	classExitNonzero = "exit_nonzero"
-	classCanceled    = "canceled_by_caller"
-	classCallerGone  = "caller_gone"
-)
-
 // arrival is when a request arrived, read only when records are kept, so
 // an agent without an audit trail does not pay for the clock.
 func (s *Server) arrival() time.Time {
@@ -51,8 +36,8 @@ func traceID(span trace.Span) string {
 // subscription goroutine, which Stop does not wait for; recorded first,
 // it is in the publisher before any caller or operator sees the answer,
 // so closing the publisher after the last reply cannot miss it.
-func refused(req *a2a.ToolRequest, result, class, message string) callRecord {
-	return callRecord{tool: req.Name, caller: req.Sender.Name, result: result, class: class, message: message}
+func refused(req *a2a.ToolRequest, end audit.Ending, message string) callRecord {
+	return callRecord{tool: req.Name, caller: req.Sender.Name, end: end, message: message}
 }
 
 // audit publishes the record of one call. t is the served tool, nil when
@@ -75,8 +60,8 @@ func (s *Server) audit(surface string, req *a2a.ToolRequest, t tool.Tool, rec ca
 		Tool:   req.Name,
 		Gate:   audit.Gate{Decision: audit.DecisionNotGated},
 		Outcome: audit.Outcome{
-			Result:     rec.result,
-			ErrorClass: rec.class,
+			Result:     rec.end.Result(),
+			ErrorClass: rec.end.Class(),
 			Message:    rec.message,
 			DurationMS: audit.DurationMS(time.Since(arrived)),
 		},
@@ -90,13 +75,15 @@ func (s *Server) audit(surface string, req *a2a.ToolRequest, t tool.Tool, rec ca
 		r.Outcome.ExitCode = audit.ExitCode(rec.exitCode)
 	}
 	line := rec.command
-	if cl, ok := t.(tool.CommandLiner); ok && (line == "" || rec.result == audit.ResultError) {
+	if cl, ok := t.(tool.CommandLiner); ok && (line == "" || rec.end.Result() == audit.ResultError) {
 		l, err := cl.CommandLine(req.Input)
 		switch {
 		case err == nil && line == "":
 			line = l
-		case errors.Is(err, fiskapp.ErrInvalidInput) && rec.result == audit.ResultError:
-			r.Outcome.Result, r.Outcome.ErrorClass = audit.ResultInvalid, classInvalid
+		case errors.Is(err, fiskapp.ErrInvalidInput) && rec.end.Result() == audit.ResultError:
+			// The tool failed on arguments the command refuses: the
+			// record says so, the log line and metric keep the error.
+			r.Outcome.Result, r.Outcome.ErrorClass = audit.EndA2AInvalid.Result(), audit.EndA2AInvalid.Class()
 		}
 	}
 	r.SetCommand(line, s.cfg.AuditDigestOnly)

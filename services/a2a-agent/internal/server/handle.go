@@ -71,13 +71,13 @@ func (s *Server) handleTool(r *natsbus.Request) {
 	t, ok := s.byName[req.Name]
 	tracing.Event(span, tracing.EventDecoded)
 	if !ok {
-		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "outcome", "unknown tool")
+		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "outcome", audit.EndA2AUnknownTool.String())
 		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
 		reply := &a2a.ToolReply{IsError: true, Output: s.unknownTool(req.Name)}
 		// A refusal is recorded before it is answered (see refused).
-		s.audit(audit.SurfaceA2A, req, nil, refused(req, audit.ResultUnknownTool, classUnknownTool, reply.Output), arrived, span)
+		s.audit(audit.SurfaceA2A, req, nil, refused(req, audit.EndA2AUnknownTool, reply.Output), arrived, span)
 		s.answer(r, req, reply, span)
-		endRequest(span, "", nil, ops.OutcomeError)
+		endRequest(span, "", nil, audit.EndA2AUnknownTool.Metric())
 		return
 	}
 	if s.gated(t) {
@@ -130,15 +130,14 @@ func (s *Server) handleTool(r *natsbus.Request) {
 // call that finished before the cancel took hold keeps its result.
 func canceledUnary(ctx context.Context, t tool.Tool, reply *a2a.ToolReply, rec callRecord) (*a2a.ToolReply, callRecord) {
 	cause := context.Cause(ctx)
-	// call classes a run its context interrupted as stopping.
-	if rec.class != classStopping || !errors.Is(cause, errCanceledByCaller) && !errors.Is(cause, errCallerGone) {
+	// call says a run its context interrupted ended interrupted.
+	if rec.end != audit.EndA2AInterrupted || !errors.Is(cause, errCanceledByCaller) && !errors.Is(cause, errCallerGone) {
 		return reply, rec
 	}
 	msg := canceledOutput("", t.Name(), cause)
-	rec.outcome, rec.ran = "canceled", false
-	rec.result, rec.class, rec.message = audit.ResultCanceled, classCanceled, msg
+	rec.end, rec.ran, rec.message = audit.EndA2ACanceled, false, msg
 	if errors.Is(cause, errCallerGone) {
-		rec.class = classCallerGone
+		rec.end = audit.EndCallerGone
 	}
 	return &a2a.ToolReply{IsError: true, Output: msg}, rec
 }
@@ -146,9 +145,9 @@ func canceledUnary(ctx context.Context, t tool.Tool, reply *a2a.ToolReply, rec c
 // refuseStopping answers a call that arrives once Stop has begun.
 func (s *Server) refuseStopping(r *natsbus.Request, req *a2a.ToolRequest, t tool.Tool, arrived time.Time, span trace.Span) {
 	reply := s.stoppingReply()
-	s.audit(audit.SurfaceA2A, req, t, refused(req, audit.ResultRefused, classStopping, reply.Output), arrived, span)
+	s.audit(audit.SurfaceA2A, req, t, refused(req, audit.EndA2ARefusedStopping, reply.Output), arrived, span)
 	s.answer(r, req, reply, span)
-	endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
+	endRequest(span, t.Name(), nil, audit.EndA2ARefusedStopping.Metric())
 }
 
 // unknownTool is what a call naming no served tool is told.
@@ -164,8 +163,11 @@ func (s *Server) stoppingReply() *a2a.ToolReply {
 // callRecord is what the one log line and the audit record of a tool
 // call say.
 type callRecord struct {
-	tool, caller, outcome string
-	duration              time.Duration
+	tool, caller string
+	// end is how the call ended: the log line's outcome, the metric's
+	// label and the audit record's result and class.
+	end      audit.Ending
+	duration time.Duration
 	// stream is set for a streamed call.
 	stream bool
 	// ran is set for a command that ran to its end, which has an exit
@@ -174,10 +176,8 @@ type callRecord struct {
 	exitCode int
 	// command is the command line that ran, when one did.
 	command string
-	// result, class and message are the audit record's outcome: an
-	// audit.Result constant, an error class and the error text the caller
-	// got.
-	result, class, message string
+	// message is the error text the caller got, for the audit record.
+	message string
 	// gate and approver are the approval gate's decision (an
 	// audit.Decision constant; empty means not gated) and who approved.
 	gate, approver string
@@ -199,35 +199,35 @@ func (s *Server) call(parent context.Context, t tool.Tool, req *a2a.ToolRequest,
 		reply.Exec = &a2a.Exec{Command: out.Result.Command, ExitCode: out.Result.ExitCode, Truncated: out.Result.Truncated}
 		reply.Output = out.Result.Output
 	}
-	outcome, result, class := "ok", audit.ResultOK, ""
+	end := audit.EndOK
 	switch {
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		outcome, result, class = "timeout", audit.ResultTimeout, classTimeout
+		end = audit.EndTimeout
 		reply.IsError = true
 		reply.Output = fmt.Sprintf("tool %s timed out after %s", t.Name(), s.cfg.Timeout)
 	case err != nil && errors.Is(err, context.Canceled):
 		// The server's lifetime ended (Stop ran out of time); a stream's
 		// caller canceling is told apart by runStream.
-		outcome, result, class = "error", audit.ResultCanceled, classStopping
+		end = audit.EndA2AInterrupted
 		reply.IsError = true
 		reply.Output = fmt.Sprintf("tool %s failed: %v", t.Name(), err)
 	case err != nil:
-		outcome, result, class = "error", audit.ResultError, classRun
+		end = audit.EndA2ARunError
 		if errors.Is(err, fiskapp.ErrStart) {
-			class = classStart
+			end = audit.EndA2AStartError
 		}
 		reply.IsError = true
 		reply.Output = fmt.Sprintf("tool %s failed: %v", t.Name(), err)
 	case out.IsError:
-		outcome, result, class = "error", audit.ResultError, classToolError
+		end = audit.EndToolError
 		reply.IsError = true
 		reply.Output = out.Message
 	case out.Result == nil:
 		reply.Output = string(out.JSON)
 	case out.Result.ExitCode != 0:
-		outcome, result, class = "exit", audit.ResultFailed, classExitNonzero
+		end = audit.EndA2AExit
 	}
-	rec = callRecord{tool: t.Name(), caller: req.Sender.Name, outcome: outcome, duration: duration, result: result, class: class}
+	rec = callRecord{tool: t.Name(), caller: req.Sender.Name, end: end, duration: duration}
 	if reply.IsError {
 		rec.message = reply.Output
 	}
@@ -239,14 +239,14 @@ func (s *Server) call(parent context.Context, t tool.Tool, req *a2a.ToolRequest,
 
 // logCall writes the one log line of a tool call.
 func (s *Server) logCall(rec callRecord) {
-	s.cfg.Metrics.Call(rec.tool, ops.SurfaceA2A, metricOutcome(rec.outcome), rec.duration)
+	s.cfg.Metrics.Call(rec.tool, ops.SurfaceA2A, rec.end.Metric(), rec.duration)
 	attrs := make([]slog.Attr, 0, 7)
 	attrs = append(attrs,
 		slog.String("agent", s.cfg.Identity),
 		slog.String("tool", rec.tool),
 		slog.String("caller", rec.caller),
 		slog.Duration("duration", rec.duration.Round(time.Microsecond)),
-		slog.String("outcome", rec.outcome))
+		slog.String("outcome", rec.end.String()))
 	if rec.stream {
 		attrs = append(attrs, slog.Bool("stream", true))
 	}

@@ -24,21 +24,6 @@ func (s *Server) registerMetrics() {
 	m.Slots(ops.SurfaceA2A, func() int { return len(s.sem) }, func() int { return cap(s.sem) - len(s.sem) })
 }
 
-// metricOutcome maps a logged outcome onto the metrics' fixed list.
-func metricOutcome(outcome string) string {
-	switch outcome {
-	case "ok":
-		return ops.OutcomeOK
-	case "exit":
-		return ops.OutcomeExitNonzero
-	case "timeout":
-		return ops.OutcomeTimeout
-	case "canceled":
-		return ops.OutcomeCanceled
-	}
-	return ops.OutcomeError
-}
-
 // rejectReason classifies why a message could not be decoded.
 func rejectReason(err error) string {
 	switch {

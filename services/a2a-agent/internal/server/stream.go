@@ -110,12 +110,12 @@ func (s *Server) handleStream(r *natsbus.Request) {
 	t, ok := s.byName[req.Name]
 	tracing.Event(span, tracing.EventDecoded)
 	if !ok {
-		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "stream", true, "outcome", "unknown tool")
+		s.log.Info("tool call", "agent", s.cfg.Identity, "tool", req.Name, "caller", req.Sender.Name, "stream", true, "outcome", audit.EndA2AUnknownTool.String())
 		s.cfg.Metrics.Rejected(ops.RejectUnknownTool)
 		reason := s.unknownTool(req.Name)
-		s.audit(audit.SurfaceA2AStream, req, nil, refused(req, audit.ResultUnknownTool, classUnknownTool, reason), arrived, span)
+		s.audit(audit.SurfaceA2AStream, req, nil, refused(req, audit.EndA2AUnknownTool, reason), arrived, span)
 		out.ack(false, reason)
-		endRequest(span, "", nil, ops.OutcomeError)
+		endRequest(span, "", nil, audit.EndA2AUnknownTool.Metric())
 		return
 	}
 	gated := s.gated(t)
@@ -153,9 +153,9 @@ func (s *Server) handleStream(r *natsbus.Request) {
 // refuseStream answers a stream that arrives once Stop has begun.
 func (s *Server) refuseStream(out *streamOut, req *a2a.ToolRequest, t tool.Tool, arrived time.Time, span trace.Span) {
 	reason := s.stoppingReply().Output
-	s.audit(audit.SurfaceA2AStream, req, t, refused(req, audit.ResultRefused, classStopping, reason), arrived, span)
+	s.audit(audit.SurfaceA2AStream, req, t, refused(req, audit.EndA2ARefusedStopping, reason), arrived, span)
 	out.ack(false, reason)
-	endRequest(span, t.Name(), nil, ops.OutcomeCanceled)
+	endRequest(span, t.Name(), nil, audit.EndA2ARefusedStopping.Metric())
 }
 
 // runStream runs one streamed call within parent (the server's lifetime,
@@ -186,7 +186,7 @@ func (s *Server) runStream(parent context.Context, out *streamOut, t tool.Tool, 
 		})
 		if run && !s.waitSlot(ctx) {
 			run, refusal = false, s.stoppingReply().Output
-			arec.outcome, arec.result, arec.class, arec.message = "error", audit.ResultRefused, classStopping, refusal
+			arec.end, arec.message = audit.EndA2AStopping, refusal
 		}
 		stopWait()
 		if !run {
@@ -204,12 +204,12 @@ func (s *Server) runStream(parent context.Context, out *streamOut, t tool.Tool, 
 	rec.gate, rec.approver = gate, approver
 	if cause := context.Cause(ctx); errors.Is(cause, errCanceledByCaller) || errors.Is(cause, errCallerGone) {
 		reply = &a2a.ToolReply{IsError: true, Output: canceledOutput(live.sent(), t.Name(), cause)}
-		rec.outcome, rec.ran = "canceled", false
-		// The record says why, not the output so far.
-		rec.result, rec.class, rec.message = audit.ResultCanceled, classCanceled, canceledOutput("", t.Name(), cause)
+		rec.end, rec.ran = audit.EndA2ACanceled, false
 		if errors.Is(cause, errCallerGone) {
-			rec.class = classCallerGone
+			rec.end = audit.EndCallerGone
 		}
+		// The record says why, not the output so far.
+		rec.message = canceledOutput("", t.Name(), cause)
 	}
 	rec.stream = true
 	out.final(reply)

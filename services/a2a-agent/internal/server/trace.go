@@ -26,14 +26,16 @@ func (s *Server) startRequest(r *natsbus.Request, endpoint string) (context.Cont
 
 // endRequest records what became of a request on its span and ends it.
 // tool is empty for a request naming no served tool: the name a caller
-// sent is not recorded unless this agent serves it.
+// sent is not recorded unless this agent serves it. The span's outcome is
+// the metric label of rec's ending, or outcome for a request without a
+// record (one that could not be decoded, or was refused on arrival).
 func endRequest(span trace.Span, tool string, rec *callRecord, outcome string) {
 	if span.IsRecording() {
 		if tool != "" {
 			span.SetAttributes(tracing.AttrTool.String(tool))
 		}
 		if rec != nil {
-			outcome = metricOutcome(rec.outcome)
+			outcome = rec.end.Metric()
 			if rec.stream {
 				span.SetAttributes(tracing.AttrStream.Bool(true))
 			}
