@@ -25,31 +25,6 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/tracing"
 )
 
-// Outcome is how a call ended, as its log line says it. The audit
-// result, the metric label and the span's outcome are derived from it.
-type Outcome string
-
-// The outcomes of a call.
-const (
-	OutcomeOK        Outcome = "ok"
-	OutcomeError     Outcome = "error"
-	OutcomeInvalid   Outcome = "invalid"
-	OutcomeUnknown   Outcome = "unknown_tool"
-	OutcomeDenied    Outcome = "denied"
-	OutcomeRefused   Outcome = "refused"
-	OutcomeRequested Outcome = "approval_requested"
-	OutcomeBusy      Outcome = "canceled_waiting"
-	OutcomeTimeout   Outcome = "timeout"
-	OutcomeCanceled  Outcome = "canceled"
-	OutcomeFailed    Outcome = "failed"
-	// OutcomePolicy is a call refused because the caller's policy grants
-	// no such tool.
-	OutcomePolicy Outcome = "refused_by_policy"
-	// OutcomeRate is a call refused because its caller is over its rate
-	// (expose.agent.mcp.policy.roles.*.rate or tool_rates).
-	OutcomeRate Outcome = "refused_rate"
-)
-
 // Config configures a [Core]. Every field but Identity has a usable zero
 // value; the gateway's defaults are applied by its caller.
 type Config struct {
@@ -222,13 +197,13 @@ type Request struct {
 // Verdict is what became of a call: its outcome, the in-band message of a
 // call that did not succeed, and what a successful one returned.
 type Verdict struct {
-	Outcome Outcome
+	Outcome audit.Ending
 	// Message is the refusal or failure, in words that name the key to
-	// fix; empty for [OutcomeOK] and [OutcomeRequested].
+	// fix; empty for [audit.EndOK] and [audit.EndMCPApprovalRequested].
 	Message string
-	// Out is what the tool returned, for [OutcomeOK].
+	// Out is what the tool returned, for [audit.EndOK].
 	Out tool.Outcome
-	// RetryAfter is how long a call over its rate ([OutcomeRate]) must
+	// RetryAfter is how long a call over its rate ([audit.EndMCPRefusedRate]) must
 	// wait before it could run.
 	RetryAfter time.Duration
 }
@@ -237,7 +212,7 @@ type Verdict struct {
 // the human or operator, or refused by the gate, the policy or the rate.
 func (v Verdict) Refused() bool {
 	switch v.Outcome {
-	case OutcomeDenied, OutcomeRefused, OutcomePolicy, OutcomeRate:
+	case audit.EndMCPDenied, audit.EndMCPRefused, audit.EndMCPRefusedByPolicy, audit.EndMCPRefusedRate:
 		return true
 	}
 	return false
@@ -264,7 +239,7 @@ func (c *Core) Call(ctx context.Context, r *Request) (v Verdict) {
 		// A tool that panics is a failed call, answered in-band like any
 		// other, not a protocol error.
 		if p := recover(); p != nil {
-			v = rec.fail(OutcomeFailed, fmt.Sprintf("%s failed: internal error: %v", r.Tool, p))
+			v = rec.fail(audit.EndMCPFailed, fmt.Sprintf("%s failed: internal error: %v", r.Tool, p))
 			c.log.Error("tool panicked", "agent", c.cfg.Identity, "tool", r.Tool, "panic", p, "stack", string(debug.Stack()))
 		}
 		c.finish(ctx, span, rec, start)
@@ -279,7 +254,7 @@ func (c *Core) run(ctx context.Context, r *Request, rec *record, span trace.Span
 	if e == nil {
 		// Only reachable in the moment a replacement removes a tool: the
 		// surfaces answer names they never served themselves.
-		return rec.fail(OutcomeUnknown, fmt.Sprintf("unknown tool %q", r.Tool))
+		return rec.fail(audit.EndMCPUnknownTool, fmt.Sprintf("unknown tool %q", r.Tool))
 	}
 	via, refused := c.admit(r, e, rec)
 	if refused != nil {
@@ -287,18 +262,18 @@ func (c *Core) run(ctx context.Context, r *Request, rec *record, span trace.Span
 	}
 	input, err := tool.ObjectInput(r.Args)
 	if err != nil {
-		return rec.fail(OutcomeInvalid, fmt.Sprintf("invalid arguments for %s: %v", r.Tool, err))
+		return rec.fail(audit.EndMCPInvalid, fmt.Sprintf("invalid arguments for %s: %v", r.Tool, err))
 	}
 	rec.input = input
 	if msg := e.validate(input); msg != "" {
-		return rec.fail(OutcomeInvalid, fmt.Sprintf("invalid arguments for %s: %s", r.Tool, msg))
+		return rec.fail(audit.EndMCPInvalid, fmt.Sprintf("invalid arguments for %s: %s", r.Tool, msg))
 	}
 	tracing.Event(span, tracing.EventValidated)
 
 	if e.Gated {
 		line, err := e.CommandLine(input)
 		if err != nil {
-			return rec.fail(OutcomeInvalid, err.Error())
+			return rec.fail(audit.EndMCPInvalid, err.Error())
 		}
 		rec.command = line
 		actx, aspan := tracing.Start(ctx, c.cfg.Tracer, "approval", trace.SpanKindInternal)
@@ -327,7 +302,7 @@ func (c *Core) run(ctx context.Context, r *Request, rec *record, span trace.Span
 	case c.sem <- struct{}{}:
 		defer func() { <-c.sem }()
 	case <-ctx.Done():
-		return rec.fail(OutcomeBusy, fmt.Sprintf("%s was not run: the request ended while waiting for a free slot (expose.agent.mcp.max_concurrent_tools is %d)", r.Tool, c.cfg.MaxConcurrent))
+		return rec.fail(audit.EndMCPCanceledWaiting, fmt.Sprintf("%s was not run: the request ended while waiting for a free slot (expose.agent.mcp.max_concurrent_tools is %d)", r.Tool, c.cfg.MaxConcurrent))
 	}
 	tracing.Event(span, tracing.EventSlot)
 
@@ -359,20 +334,20 @@ func (c *Core) run(ctx context.Context, r *Request, rec *record, span trace.Span
 		if e.Liner != nil {
 			msg += "; its process group was killed"
 		}
-		return rec.fail(OutcomeTimeout, msg)
+		return rec.fail(audit.EndTimeout, msg)
 	case err != nil && ctx.Err() != nil:
-		return rec.fail(OutcomeCanceled, fmt.Sprintf("%s was interrupted: the client went away or the gateway is stopping", r.Tool))
+		return rec.fail(audit.EndCallerGone, fmt.Sprintf("%s was interrupted: the client went away or the gateway is stopping", r.Tool))
 	case err != nil:
-		return rec.fail(OutcomeFailed, fmt.Sprintf("%s could not run: %v", r.Tool, err))
+		return rec.fail(audit.EndMCPFailed, fmt.Sprintf("%s could not run: %v", r.Tool, err))
 	case out.IsError:
-		return rec.fail(OutcomeError, out.Message)
+		return rec.fail(audit.EndToolError, out.Message)
 	}
-	rec.outcome = OutcomeOK
+	rec.outcome = audit.EndOK
 	if out.Result != nil {
 		code := out.Result.ExitCode
 		rec.exitCode = &code
 	}
-	return Verdict{Outcome: OutcomeOK, Out: out}
+	return Verdict{Outcome: audit.EndOK, Out: out}
 }
 
 // takeShare waits for one of the caller's own slots when its grant
@@ -386,7 +361,7 @@ func (c *Core) takeShare(ctx context.Context, r *Request, rec *record) (func(), 
 	}
 	release, err := c.shares.Acquire(ctx, r.Caller.Subject, g.Share)
 	if err != nil {
-		v := rec.fail(OutcomeBusy, fmt.Sprintf("%s was not run: the request ended while waiting for a free slot of your share (%d at once for roles %s, expose.agent.mcp.policy.roles.*.max_concurrent_tools)", r.Tool, g.Share, joinRoles(g)))
+		v := rec.fail(audit.EndMCPCanceledWaiting, fmt.Sprintf("%s was not run: the request ended while waiting for a free slot of your share (%d at once for roles %s, expose.agent.mcp.policy.roles.*.max_concurrent_tools)", r.Tool, g.Share, joinRoles(g)))
 		return nil, &v
 	}
 	return release, nil

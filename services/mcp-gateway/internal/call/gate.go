@@ -30,7 +30,7 @@ type Answer struct {
 	// Run is an explicit yes.
 	Run bool
 	// Pending is a question asked out of band: the call ends here
-	// ([OutcomeRequested]) and its retry carries the answer.
+	// ([audit.EndMCPApprovalRequested]) and its retry carries the answer.
 	Pending bool
 	// Reason says why the call does not run: the human's no, or why
 	// nobody answered.
@@ -74,7 +74,7 @@ func (c *Core) gate(ctx context.Context, r *Request, e *Entry, input json.RawMes
 		}
 		rec.approval = "no operator to ask"
 		rec.gate = audit.DecisionRefusedGated
-		return rec.fail(OutcomeRefused, fmt.Sprintf(
+		return rec.fail(audit.EndMCPRefused, fmt.Sprintf(
 			"%s needs a human's approval, and this caller cannot be asked: set approvals.operator: true so that an operator approves it, "+
 				"or expose.agent.mcp.confirm_over_mcp: never to run gated tools unasked", e.Name())), false
 	}
@@ -88,7 +88,7 @@ func (c *Core) gate(ctx context.Context, r *Request, e *Entry, input json.RawMes
 		if c.cfg.Confirm == config.ConfirmAlways {
 			rec.approval = "client cannot elicit"
 			rec.gate = audit.DecisionRefusedGated
-			return rec.fail(OutcomeRefused, fmt.Sprintf(
+			return rec.fail(audit.EndMCPRefused, fmt.Sprintf(
 				"%s needs a human's approval, but this client cannot answer an elicitation form and expose.agent.mcp.confirm_over_mcp is always: "+
 					"use a client that supports elicitation, or set expose.agent.mcp.confirm_over_mcp to auto", e.Name())), false
 		}
@@ -106,9 +106,9 @@ func (c *Core) gate(ctx context.Context, r *Request, e *Entry, input json.RawMes
 		rec.gate = audit.DecisionElicitation
 		return Verdict{}, true
 	case a.Pending:
-		rec.outcome = OutcomeRequested
+		rec.outcome = audit.EndMCPApprovalRequested
 		rec.approval = "requested"
-		return Verdict{Outcome: OutcomeRequested}, false
+		return Verdict{Outcome: audit.EndMCPApprovalRequested}, false
 	}
 	v := deny(e, rec, a.Reason)
 	if a.TimedOut {
@@ -121,7 +121,7 @@ func (c *Core) gate(ctx context.Context, r *Request, e *Entry, input json.RawMes
 func deny(e *Entry, rec *record, reason string) Verdict {
 	rec.approval = "denied: " + reason
 	rec.gate = audit.DecisionDeclined
-	return rec.fail(OutcomeDenied, fmt.Sprintf("%s was not run: the human did not approve it (%s)", e.Name(), reason))
+	return rec.fail(audit.EndMCPDenied, fmt.Sprintf("%s was not run: the human did not approve it (%s)", e.Name(), reason))
 }
 
 // operatorGate puts a gated call whose caller cannot be asked to the

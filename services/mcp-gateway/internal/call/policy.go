@@ -22,7 +22,7 @@ func (c *Core) admit(r *Request, e *Entry, rec *record) (via any, refused *Verdi
 	g := c.cfg.Policy.For(r.Caller)
 	if !c.allowed(g, e) {
 		rec.gate = audit.DecisionPolicy
-		v := rec.fail(OutcomePolicy, g.Refusal(e.Name()))
+		v := rec.fail(audit.EndMCPRefusedByPolicy, g.Refusal(e.Name()))
 		return nil, &v
 	}
 	if !e.Remote() || c.cfg.RemoteVia == nil {
@@ -30,7 +30,7 @@ func (c *Core) admit(r *Request, e *Entry, rec *record) (via any, refused *Verdi
 	}
 	name, err := g.RemoteContext()
 	if err != nil {
-		v := rec.fail(OutcomePolicy, fmt.Sprintf("%s was not run: %v", e.Name(), err))
+		v := rec.fail(audit.EndMCPRefusedByPolicy, fmt.Sprintf("%s was not run: %v", e.Name(), err))
 		return nil, &v
 	}
 	if name == "" {
@@ -38,7 +38,7 @@ func (c *Core) admit(r *Request, e *Entry, rec *record) (via any, refused *Verdi
 	}
 	via, err = c.cfg.RemoteVia(name)
 	if err != nil {
-		v := rec.fail(OutcomeFailed, fmt.Sprintf("%s was not run: %v", e.Name(), err))
+		v := rec.fail(audit.EndMCPFailed, fmt.Sprintf("%s was not run: %v", e.Name(), err))
 		return nil, &v
 	}
 	return via, nil
@@ -188,9 +188,9 @@ func (c *Core) Limit(ctx context.Context, r *Request) *Verdict {
 	ctx, span := c.startCall(ctx, r)
 	v := Verdict{RetryAfter: wait}
 	if over == 0 {
-		v = rec.fail(OutcomeRate, fmt.Sprintf("%s was not run: you are over your rate of %s calls (roles %s, expose.agent.mcp.policy.roles.*.rate); retry in %ds", e.Name(), g.Rate, joinRoles(g), v.RetryAfterSeconds()))
+		v = rec.fail(audit.EndMCPRefusedRate, fmt.Sprintf("%s was not run: you are over your rate of %s calls (roles %s, expose.agent.mcp.policy.roles.*.rate); retry in %ds", e.Name(), g.Rate, joinRoles(g), v.RetryAfterSeconds()))
 	} else {
-		v = rec.fail(OutcomeRate, fmt.Sprintf("%s was not run: you are over your rate of %s calls of it (roles %s, expose.agent.mcp.policy.roles.*.tool_rates); retry in %ds", e.Name(), tr, joinRoles(g), v.RetryAfterSeconds()))
+		v = rec.fail(audit.EndMCPRefusedRate, fmt.Sprintf("%s was not run: you are over your rate of %s calls of it (roles %s, expose.agent.mcp.policy.roles.*.tool_rates); retry in %ds", e.Name(), tr, joinRoles(g), v.RetryAfterSeconds()))
 	}
 	v.RetryAfter = wait
 	c.finish(ctx, span, rec, start)

@@ -41,7 +41,7 @@ type record struct {
 	// metric.
 	surface  string
 	remote   bool
-	outcome  Outcome
+	outcome  audit.Ending
 	approval string
 	exitCode *int
 	message  string
@@ -59,7 +59,7 @@ func (c *Core) newRecord(r *Request) *record {
 }
 
 // fail records an outcome and returns the verdict for it.
-func (r *record) fail(outcome Outcome, message string) Verdict {
+func (r *record) fail(outcome audit.Ending, message string) Verdict {
 	r.outcome = outcome
 	r.message = message
 	return Verdict{Outcome: outcome, Message: message}
@@ -84,7 +84,7 @@ func (c *Core) logCall(rec *record, d time.Duration) {
 		"agent", c.cfg.Identity,
 		"tool", rec.tool,
 		"duration", d.Round(time.Microsecond),
-		"outcome", string(rec.outcome),
+		"outcome", rec.outcome.String(),
 	}
 	if rec.who != nil {
 		attrs = append(attrs, "sub", rec.who.Subject)
@@ -117,7 +117,7 @@ func (c *Core) logCall(rec *record, d time.Duration) {
 // A call answered with an approval request (2026-07-28 clients) has not
 // finished: the retried call is counted.
 func (c *Core) observe(rec *record, d time.Duration) {
-	if c.cfg.Metrics == nil || rec.outcome == OutcomeRequested {
+	if c.cfg.Metrics == nil || !rec.outcome.Final() {
 		return
 	}
 	surface := ops.SurfaceMCP
@@ -127,67 +127,24 @@ func (c *Core) observe(rec *record, d time.Duration) {
 	if rec.surface == audit.SurfaceAgent2Agent {
 		surface = ops.SurfaceAgent2Agent
 	}
-	c.cfg.Metrics.Call(rec.tool, surface, rec.metric(), d)
+	c.cfg.Metrics.Call(rec.tool, surface, rec.ending().Metric(), d)
 }
 
-// metric maps the call's outcome onto the metrics' fixed list, which the
-// span's outcome uses too.
-func (r *record) metric() string {
-	switch r.outcome {
-	case OutcomeOK:
-		if r.exitCode != nil && *r.exitCode != 0 {
-			return ops.OutcomeExitNonzero
-		}
-		return ops.OutcomeOK
-	case OutcomeDenied, OutcomeRefused:
-		return ops.OutcomeDenied
-	case OutcomeBusy:
-		return ops.OutcomeBusy
-	case OutcomeTimeout:
-		return ops.OutcomeTimeout
-	case OutcomeCanceled:
-		return ops.OutcomeCanceled
+// ending is how the call ended in the one vocabulary every trace of it
+// uses: its outcome, told apart for a command that ran and exited
+// non-zero (an "ok" call whose metric and audit record say so).
+func (r *record) ending() audit.Ending {
+	if r.outcome == audit.EndOK && r.exitCode != nil && *r.exitCode != 0 {
+		return audit.EndMCPExitNonzero
 	}
-	return ops.OutcomeError
-}
-
-// results maps a call's outcome onto the audit trail's results.
-var results = map[Outcome]string{
-	OutcomeOK:       audit.ResultOK,
-	OutcomeError:    audit.ResultError,
-	OutcomeInvalid:  audit.ResultInvalid,
-	OutcomeUnknown:  audit.ResultUnknownTool,
-	OutcomeDenied:   audit.ResultDenied,
-	OutcomeRefused:  audit.ResultRefused,
-	OutcomePolicy:   audit.ResultRefused,
-	OutcomeRate:     audit.ResultRefused,
-	OutcomeBusy:     audit.ResultCanceled,
-	OutcomeTimeout:  audit.ResultTimeout,
-	OutcomeCanceled: audit.ResultCanceled,
-	OutcomeFailed:   audit.ResultError,
-}
-
-// classes maps a call's outcome onto the short reasons the audit trail
-// shares with the agent's records.
-var classes = map[Outcome]string{
-	OutcomeError:    "tool_error",
-	OutcomeInvalid:  "invalid_input",
-	OutcomeUnknown:  "unknown_tool",
-	OutcomeDenied:   "approval_denied",
-	OutcomeRefused:  "refused_gated",
-	OutcomePolicy:   "refused_by_policy",
-	OutcomeRate:     string(OutcomeRate),
-	OutcomeBusy:     "canceled_waiting",
-	OutcomeTimeout:  "timeout",
-	OutcomeCanceled: "caller_gone",
-	OutcomeFailed:   "start",
+	return r.outcome
 }
 
 // auditCall hands the record of one answered call to the audit trail. An
 // approval asked of a 2026-07-28 client is not a call yet: its retry,
 // carrying the answer, is recorded instead.
 func (c *Core) auditCall(ctx context.Context, rec *record, start time.Time, d time.Duration) {
-	if c.cfg.Audit == nil || rec.outcome == OutcomeRequested {
+	if c.cfg.Audit == nil || !rec.outcome.Final() {
 		return
 	}
 	r := &audit.Record{
@@ -199,7 +156,8 @@ func (c *Core) auditCall(ctx context.Context, rec *record, start time.Time, d ti
 		Tool:     rec.tool,
 		Gate:     audit.Gate{Decision: rec.gate, Approver: rec.approver},
 		Outcome: audit.Outcome{
-			Result:     results[rec.outcome],
+			Result:     rec.ending().Result(),
+			ErrorClass: rec.ending().Class(),
 			ExitCode:   rec.exitCode,
 			Message:    rec.message,
 			DurationMS: float64(d.Microseconds()) / 1000,
@@ -207,15 +165,6 @@ func (c *Core) auditCall(ctx context.Context, rec *record, start time.Time, d ti
 	}
 	if r.Gate.Decision == "" {
 		r.Gate.Decision = audit.DecisionNotGated
-	}
-	if r.Outcome.Result == "" {
-		r.Outcome.Result = audit.ResultError
-	}
-	switch {
-	case r.Outcome.Result == audit.ResultOK && rec.exitCode != nil && *rec.exitCode != 0:
-		r.Outcome.Result, r.Outcome.ErrorClass = audit.ResultFailed, "exit_nonzero"
-	case r.Outcome.Result != audit.ResultOK:
-		r.Outcome.ErrorClass = classes[rec.outcome]
 	}
 	if who := rec.who; who != nil {
 		r.Caller = audit.Caller{Subject: who.Subject, Roles: who.Roles, ClientID: who.ClientID}

@@ -62,10 +62,10 @@ func endSpan(span trace.Span, rec *record) {
 // yet.
 func recordOutcome(span trace.Span, rec *record) {
 	if span.IsRecording() {
-		if rec.outcome == OutcomeRequested {
+		if !rec.outcome.Final() {
 			span.SetAttributes(tracing.AttrApproval.String("requested"))
 		} else {
-			tracing.Outcome(span, rec.metric())
+			tracing.Outcome(span, rec.ending().Metric())
 		}
 		if rec.exitCode != nil {
 			span.SetAttributes(tracing.AttrExitCode.Int(*rec.exitCode))

@@ -3,6 +3,8 @@ package call
 import (
 	"net/http"
 	"testing"
+
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 )
 
 // TestUntracedCallAllocatesNoSpan: with no tracer, the span helpers of a
@@ -16,7 +18,7 @@ func TestUntracedCallAllocatesNoSpan(t *testing.T) {
 		if got != ctx || span.IsRecording() {
 			t.Fatal("an untraced call got a recording span or a new context")
 		}
-		endCall(ctx, span, &record{outcome: OutcomeOK})
+		endCall(ctx, span, &record{outcome: audit.EndOK})
 	})
 	if allocs != 0 {
 		t.Fatalf("got %v allocations per untraced call, want 0", allocs)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
+	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -48,7 +49,7 @@ func (s *Server) callTool(ctx context.Context, name string, req mcp.CallToolRequ
 		defer func() { p.stop(ctx.Err() == nil) }()
 	}
 	v := s.core.Call(ctx, r)
-	if v.Outcome == call.OutcomeRequested {
+	if v.Outcome == audit.EndMCPApprovalRequested {
 		return asker.requested
 	}
 	return s.result(name, v)
@@ -57,7 +58,7 @@ func (s *Server) callTool(ctx context.Context, name string, req mcp.CallToolRequ
 // result maps a verdict onto what a tools/call answers.
 func (s *Server) result(name string, v call.Verdict) *mcp.CallToolResult {
 	switch {
-	case v.Outcome != call.OutcomeOK:
+	case v.Outcome != audit.EndOK:
 		return mcp.NewToolResultError(v.Message)
 	case v.Out.Result != nil:
 		return ranResult(v.Out)
