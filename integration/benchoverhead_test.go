@@ -112,6 +112,17 @@ type baseFigures struct {
 	BaseMCPRemoteRawCallRT  float64   `json:"base_mcp_remote_raw_call_overhead_rt"`
 	BaseMCPRemoteRawCallRTs []float64 `json:"base_mcp_remote_raw_call_overhead_rt_rounds"`
 
+	// BaseAgent2AgentCall is agent2agent_call on the base gateway, and
+	// its delta the current overhead less the base's, paired by batch
+	// with its 95 % interval, as for the paths below.
+	BaseAgent2AgentCallP50     float64   `json:"base_agent2agent_call_p50_us"`
+	BaseAgent2AgentCallP99     float64   `json:"base_agent2agent_call_p99_us"`
+	BaseAgent2AgentCallRT      float64   `json:"base_agent2agent_call_overhead_rt"`
+	BaseAgent2AgentCallRTs     []float64 `json:"base_agent2agent_call_overhead_rt_rounds"`
+	BaseAgent2AgentCallDelta   float64   `json:"base_agent2agent_call_paired_delta_rt"`
+	BaseAgent2AgentCallDeltaLo float64   `json:"base_agent2agent_call_paired_delta_lo_rt"`
+	BaseAgent2AgentCallDeltaHi float64   `json:"base_agent2agent_call_paired_delta_hi_rt"`
+
 	baseProcFigures // base_<series>_{cpu_us,vcsw,ivcsw}_per_call_<proc>
 
 	// Base<path>Delta is the current path's overhead less the base's, in
@@ -530,7 +541,9 @@ func startBase(tb testing.TB, b *bus, dir string) *baseFleet {
 	cfg := fleettest.WriteAgentConfig(tb, b.demoAgent(tb, baseIdentity, 2))
 	agent := fleettest.Start(tb, env, filepath.Join(dir, "a2a-agent"), "serve", "--config", cfg)
 	agent.WaitOutput(tb, fleettest.A2AServingLog, fleettest.ReadyTimeout)
-	gw := startGatewayBinary(tb, env, filepath.Join(dir, "mcp-gateway"), b.gatewayConfig(tb, "0", baseIdentity))
+	// The base serves Agent2Agent as the current gateway does, so that
+	// its agent2agent_call is measured beside the current one.
+	gw := startGatewayBinary(tb, env, filepath.Join(dir, "mcp-gateway"), b.gatewayConfigMCP(tb, map[string]any{"agent2agent": map[string]any{}}, "0", baseIdentity))
 	return &baseFleet{agent: agent, gateway: gw}
 }
 

@@ -820,8 +820,9 @@ func TestBenchReport(t *testing.T) {
 	paths := map[string]*benchSeries{"a2a_call": a2aCall, "mcp_call": mcpCall, "mcp_legacy_call": mcpLegacy, "mcp_raw_call": mcpRaw, "mcp_remote_call": mcpRemote,
 		"mcp_remote_legacy_call": mcpRemoteLegacy, "mcp_remote_raw_call": mcpRemoteRaw}
 	var (
-		basePaths  map[string]*benchSeries
-		baseStream *benchSeries
+		basePaths   map[string]*benchSeries
+		baseStream  *benchSeries
+		baseA2AHTTP *benchSeries
 	)
 	if base != nil {
 		bc := connectMCP(t, base.gateway.URL, nil)
@@ -848,7 +849,8 @@ func TestBenchReport(t *testing.T) {
 		// does: an agent called more often idles less, and would be
 		// measured the faster for it.
 		baseStream = &benchSeries{name: "base_a2a_stream", run: a2aStream(baseIdentity)}
-		calls = append(calls, baseStream)
+		baseA2AHTTP = &benchSeries{name: "base_agent2agent_call", run: rawAgent2AgentEcho(strings.TrimSuffix(base.gateway.URL, "/mcp") + "/a2a")}
+		calls = append(calls, baseStream, baseA2AHTTP)
 	}
 	interleaveRounds(t, calls, set.callWarmup, set.calls, set.callBatch, benchRounds)
 	p := func(s *benchSeries, q float64) float64 { return micros(percentile(s.samples, q)) }
@@ -937,6 +939,17 @@ func TestBenchReport(t *testing.T) {
 		rep.Agent2AgentOverMCPRawRTs = append(rep.Agent2AgentOverMCPRawRTs, round(rt-rep.MCPRawCallRTs[i], 3))
 	}
 	rep.Agent2AgentOverMCPRawRT = median(rep.Agent2AgentOverMCPRawRTs)
+	if base != nil {
+		bf := rep.baseFigures
+		bf.BaseAgent2AgentCallP50, bf.BaseAgent2AgentCallP99 = p(baseA2AHTTP, 50), p(baseA2AHTTP, 99)
+		bf.BaseAgent2AgentCallRTs = roundOverheads(baseA2AHTTP, direct, floor)
+		bf.BaseAgent2AgentCallRT = median(bf.BaseAgent2AgentCallRTs)
+		var ci [2]float64
+		bf.BaseAgent2AgentCallDelta, ci = pairedDelta(a2aHTTP, baseA2AHTTP, set.callBatch, percentile(floor.samples, 50))
+		bf.BaseAgent2AgentCallDeltaLo, bf.BaseAgent2AgentCallDeltaHi = ci[0], ci[1]
+		t.Logf("agent2agent_call, current less base %s, paired by batch, in round trips: %+.3f [%+.3f, %+.3f]",
+			bf.BaseRevision, bf.BaseAgent2AgentCallDelta, bf.BaseAgent2AgentCallDeltaLo, bf.BaseAgent2AgentCallDeltaHi)
+	}
 	rep.MCPRawGuardedP50, rep.MCPRawGuardedP99 = p(mcpRawGuarded, 50), p(mcpRawGuarded, 99)
 	rep.MCPRawGuardedRTs = roundOverheads(mcpRawGuarded, direct, floor)
 	rep.MCPRawGuardedRT = median(rep.MCPRawGuardedRTs)
@@ -949,6 +962,10 @@ func TestBenchReport(t *testing.T) {
 		overheadRow{name: "agent2agent over mcp_raw", rt: rep.Agent2AgentOverMCPRawRT, rts: rep.Agent2AgentOverMCPRawRTs},
 		overheadRow{"mcp_raw_call_guarded", rep.MCPRawGuardedP50, rep.MCPRawGuardedP99, rep.MCPRawGuardedRT, rep.MCPRawGuardedRTs},
 		overheadRow{name: "guarded over mcp_raw", rt: rep.MCPRawGuardedOverRawRT, rts: rep.MCPRawGuardedOverRawRTs})
+	if base != nil {
+		bf := rep.baseFigures
+		rows = append(rows, overheadRow{"base_agent2agent_call", bf.BaseAgent2AgentCallP50, bf.BaseAgent2AgentCallP99, bf.BaseAgent2AgentCallRT, bf.BaseAgent2AgentCallRTs})
+	}
 	rows = append(rows, overheadRow{name: "call_floor", p50: rep.CallFloorP50, p99: rep.CallFloorP99})
 	rep.CallFloorIdleMS = float64(callFloorIdle) / float64(time.Millisecond)
 	rep.CallFloorIdleP50, rep.CallFloorIdleP99 = p(idleFloor, 50), p(idleFloor, 99)
