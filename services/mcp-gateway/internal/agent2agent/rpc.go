@@ -23,6 +23,10 @@ const (
 	codeTaskNotCancelable = -32002
 	codePushNotSupported  = -32003
 	codeUnsupported       = -32004
+	// codeRateLimited is a call over its caller's rate: the code the MCP
+	// surface answers it with (mcpserver.CodeRateLimited), so a client of
+	// either surface reads one refusal.
+	codeRateLimited = -32029
 )
 
 // Methods of protocol 1.0's JSON-RPC binding.
@@ -109,7 +113,7 @@ func (s *Service) serveRPC(w http.ResponseWriter, r *http.Request) {
 			writeRPC(w, rpcResponse{ID: req.ID, Error: e})
 			return
 		}
-		t, err := s.srv.Tasks().Get(ctx, owner(ctx), p.ID)
+		t, err := s.cfg.Tasks.Get(ctx, owner(ctx), p.ID)
 		if err != nil {
 			writeRPC(w, rpcResponse{ID: req.ID, Error: taskError(p.ID, err)})
 			return
@@ -121,7 +125,7 @@ func (s *Service) serveRPC(w http.ResponseWriter, r *http.Request) {
 			writeRPC(w, rpcResponse{ID: req.ID, Error: e})
 			return
 		}
-		t, err := s.srv.Tasks().Cancel(ctx, owner(ctx), p.ID)
+		t, err := s.cfg.Tasks.Cancel(ctx, owner(ctx), p.ID)
 		switch {
 		case errors.Is(err, tasks.ErrFinished):
 			writeRPC(w, rpcResponse{ID: req.ID, Error: errorf(codeTaskNotCancelable, "task %s is already %s: only a task still running can be cancelled", clip(p.ID), state(t).String())})

@@ -12,7 +12,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	callcore "github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -116,8 +117,8 @@ func (s *Service) begin(r *http.Request, sc scope, req *rpcRequest) (ru *run, im
 	if problem != "" {
 		return nil, false, howTo(m, problem), nil
 	}
-	if rr := s.srv.Limit(ctx, c.tool, c.args, s.invocation(r, nil)); rr != nil {
-		return nil, false, nil, &rpcError{Code: mcpserver.CodeRateLimited, Message: rr.Message,
+	if rr := s.cfg.Core.Limit(ctx, s.request(r, c, nil)); rr != nil {
+		return nil, false, nil, &rpcError{Code: codeRateLimited, Message: rr.Message,
 			Data: map[string]any{"retryAfterSeconds": rr.RetryAfterSeconds()}, status: http.StatusTooManyRequests, retryAfter: rr.RetryAfterSeconds()}
 	}
 	ru, err := s.start(r, c, m.ContextID)
@@ -132,7 +133,7 @@ func (s *Service) begin(r *http.Request, sc scope, req *rpcRequest) (ru *run, im
 // tool_timeout and the gateway's stop end it.
 func (s *Service) start(r *http.Request, c call, contextID string) (*run, error) {
 	ctx := r.Context()
-	m := s.srv.Tasks()
+	m := s.cfg.Tasks
 	room, err := m.Reserve(ctx)
 	if err != nil {
 		return nil, err
@@ -156,11 +157,11 @@ func (s *Service) start(r *http.Request, c call, contextID string) (*run, error)
 	stopStore := context.AfterFunc(m.Base(), func() { cancel(tasks.ErrStopping) })
 	s.log.Info("Agent2Agent task created", "agent", s.cfg.Identity, "tool", c.tool, "task", tr.Task().ID)
 
-	inv := s.invocation(r, ru)
+	req := s.request(r, c, ru)
 	go func() {
 		defer stopStore()
-		res := s.srv.Invoke(runCtx, c.tool, c.args, inv)
-		if inv.Refused() {
+		res, v := s.cfg.Invoke(runCtx, req)
+		if v.Refused() {
 			tr.Refuse(res)
 		} else {
 			tr.Finish(res, context.Cause(runCtx))
@@ -171,18 +172,26 @@ func (s *Service) start(r *http.Request, c call, contextID string) (*run, error)
 	return ru, nil
 }
 
-// invocation is how a call of r enters the MCP server's call path; ru,
-// when set, is the run that hears its output and approval.
-func (s *Service) invocation(r *http.Request, ru *run) *mcpserver.Invocation {
-	inv := &mcpserver.Invocation{
+// request is the call core's request for c, made over r; ru, when set,
+// is the run that hears its output and approval. Nobody at an
+// Agent2Agent client's end can be asked (no Asker): a gated call waits
+// for an operator or is refused. The call outlives its request (its
+// task), so a remote tool's stays streamed.
+func (s *Service) request(r *http.Request, c call, ru *run) *callcore.Request {
+	req := &callcore.Request{
+		Tool:     c.tool,
+		Args:     c.args,
+		Caller:   auth.CallerFrom(r.Context()),
 		Surface:  audit.SurfaceAgent2Agent,
 		Protocol: "agent2agent/" + string(a2a.Version),
 		Header:   r.Header.Clone(),
+		Streamed: true,
 	}
 	if ru != nil {
-		inv.Output, inv.Awaiting, inv.Cleared = ru, ru.awaiting, ru.cleared
+		req.Output, req.Cleared = ru, ru.cleared
+		req.Awaiting = func(id string) func() { ru.awaiting(id); return nil }
 	}
-	return inv
+	return req
 }
 
 // Write takes the call's output as it comes ([tool.Request.Output]): one
@@ -226,7 +235,7 @@ func (ru *run) cleared() {
 func (ru *run) status(st mcp.TaskStatus, msg string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	t, err := ru.s.srv.Tasks().Update(ctx, ru.owner, string(ru.info.TaskID), st, msg)
+	t, err := ru.s.cfg.Tasks.Update(ctx, ru.owner, string(ru.info.TaskID), st, msg)
 	if err != nil {
 		ru.s.log.Warn("recording an Agent2Agent task's status", "task", ru.info.TaskID, "error", err)
 		return
@@ -241,7 +250,7 @@ func (ru *run) status(st mcp.TaskStatus, msg string) {
 // final status.
 func (ru *run) finish(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	t, err := ru.s.srv.Tasks().Get(sctx, ru.owner, string(ru.info.TaskID))
+	t, err := ru.s.cfg.Tasks.Get(sctx, ru.owner, string(ru.info.TaskID))
 	cancel()
 	ru.s.mu.Lock()
 	delete(ru.s.runs, string(ru.info.TaskID))
@@ -324,7 +333,7 @@ func (s *Service) send(w http.ResponseWriter, r *http.Request, sc scope, req *rp
 			return
 		}
 	}
-	t, err := s.srv.Tasks().Get(ctx, ru.owner, string(ru.info.TaskID))
+	t, err := s.cfg.Tasks.Get(ctx, ru.owner, string(ru.info.TaskID))
 	if err != nil {
 		writeRPC(w, rpcResponse{ID: req.ID, Error: taskError(string(ru.info.TaskID), err)})
 		return
@@ -359,7 +368,7 @@ func (s *Service) stream(w http.ResponseWriter, r *http.Request, sc scope, req *
 	if !s.follow(w, r, req, ru, first) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), tasks.CancelWait)
 		defer cancel()
-		if _, err := s.srv.Tasks().Cancel(ctx, ru.owner, string(ru.info.TaskID)); err == nil {
+		if _, err := s.cfg.Tasks.Cancel(ctx, ru.owner, string(ru.info.TaskID)); err == nil {
 			s.log.Info("Agent2Agent task cancelled: its stream was dropped", "agent", s.cfg.Identity, "task", ru.info.TaskID, "cause", errStreamDropped)
 		}
 	}
@@ -414,7 +423,7 @@ func (s *Service) subscribe(w http.ResponseWriter, r *http.Request, req *rpcRequ
 		return
 	}
 	ctx := r.Context()
-	t, err := s.srv.Tasks().Get(ctx, owner(ctx), p.ID)
+	t, err := s.cfg.Tasks.Get(ctx, owner(ctx), p.ID)
 	if err != nil {
 		writeRPC(w, rpcResponse{ID: req.ID, Error: taskError(p.ID, err)})
 		return
@@ -431,7 +440,7 @@ func (s *Service) subscribe(w http.ResponseWriter, r *http.Request, req *rpcRequ
 	if !sw.send(rpcResponse{ID: req.ID, Result: req.event(view(t))}) || t.Terminal() {
 		return
 	}
-	end, err := s.srv.Tasks().Wait(ctx, owner(ctx), t.ID)
+	end, err := s.cfg.Tasks.Wait(ctx, owner(ctx), t.ID)
 	if err != nil {
 		if !ctxDone(ctx) {
 			sw.send(rpcResponse{ID: req.ID, Error: taskError(t.ID, err)})

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
-	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
+	callcore "github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/httpedge"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -56,6 +58,15 @@ type Config struct {
 	// TaskRetention is how long a finished task is kept; 0 means
 	// [config.DefaultTaskRetention].
 	TaskRetention time.Duration
+	// Core is the gateway's call core: the tools a caller sees, and the
+	// rate limit the surface checks before it starts a call.
+	Core *callcore.Core
+	// Tasks keeps the tasks, the same manager the MCP surface's tasks
+	// live in (in a fleet, the shared bucket).
+	Tasks *tasks.Manager
+	// Invoke runs a call through Core and returns its verdict with the
+	// result a task keeps (the MCP surface's: [tasks.Task.Result]).
+	Invoke func(ctx context.Context, r *callcore.Request) (*mcp.CallToolResult, callcore.Verdict)
 	// Logger receives the service's lifecycle and refusals; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -66,7 +77,6 @@ type Config struct {
 type Service struct {
 	cfg    Config
 	log    *slog.Logger
-	srv    *mcpserver.Server
 	origin atomic.Pointer[func(tool.Tool) string]
 
 	mu sync.Mutex
@@ -74,8 +84,7 @@ type Service struct {
 	runs map[string]*run
 }
 
-// New returns a service; [Service.Routes] binds it to the MCP server whose
-// call path it uses.
+// New returns a service over cfg's call core and task manager.
 func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -91,21 +100,13 @@ func New(cfg Config) *Service {
 // /a2a/IDENTITY. Until it is set, no identity has any tools.
 func (s *Service) SetOrigin(origin func(tool.Tool) string) { s.origin.Store(&origin) }
 
-// Routes binds the service to srv and returns its routes: the cards open
-// to anyone, the endpoints behind the gateway's authentication. It is
-// meant for [mcpserver.Config.Surfaces].
-func (s *Service) Routes(srv *mcpserver.Server) mcpserver.Routes {
-	s.srv = srv
-	return mcpserver.Routes{
-		Open: map[string]http.Handler{
-			"GET " + CardPath: http.HandlerFunc(s.serveCard),
-			"GET " + EndpointPath + "/{identity}" + CardPath: http.HandlerFunc(s.serveCard),
-		},
-		Authenticated: map[string]http.Handler{
-			"POST " + EndpointPath:                 http.HandlerFunc(s.serveRPC),
-			"POST " + EndpointPath + "/{identity}": http.HandlerFunc(s.serveRPC),
-		},
-	}
+// Mount serves the service's routes on edge: the cards open to anyone,
+// the endpoints behind the gateway's authentication.
+func (s *Service) Mount(edge *httpedge.Edge) {
+	edge.Open("GET "+CardPath, http.HandlerFunc(s.serveCard))
+	edge.Open("GET "+EndpointPath+"/{identity}"+CardPath, http.HandlerFunc(s.serveCard))
+	edge.Authenticated("POST "+EndpointPath, http.HandlerFunc(s.serveRPC))
+	edge.Authenticated("POST "+EndpointPath+"/{identity}", http.HandlerFunc(s.serveRPC))
 }
 
 // scope is what one endpoint serves: the gateway's every tool, or one
@@ -136,8 +137,8 @@ func (s *Service) endpoint(r *http.Request, sc scope) string {
 func (s *Service) authenticated() bool { return s.cfg.Auth != nil || s.cfg.BearerToken }
 
 // tools returns the tools of sc the caller ctx carries may see.
-func (s *Service) tools(ctx context.Context, sc scope) []mcpserver.ServedTool {
-	all := s.srv.Visible(ctx)
+func (s *Service) tools(ctx context.Context, sc scope) []callcore.ServedTool {
+	all := s.cfg.Core.Visible(auth.CallerFrom(ctx))
 	if sc.identity == "" {
 		return all
 	}
@@ -151,7 +152,7 @@ func (s *Service) tools(ctx context.Context, sc scope) []mcpserver.ServedTool {
 }
 
 // inScope reports whether t is served at sc's endpoint.
-func (s *Service) inScope(t mcpserver.ServedTool, sc scope) bool {
+func (s *Service) inScope(t callcore.ServedTool, sc scope) bool {
 	if sc.identity == "" {
 		return true
 	}
@@ -161,10 +162,10 @@ func (s *Service) inScope(t mcpserver.ServedTool, sc scope) bool {
 
 // lookup returns the tool name at sc for the caller ctx carries; a tool
 // unknown, hidden by the policy or of another identity is one answer.
-func (s *Service) lookup(ctx context.Context, sc scope, name string) (mcpserver.ServedTool, bool) {
-	t, ok := s.srv.Lookup(ctx, name)
+func (s *Service) lookup(ctx context.Context, sc scope, name string) (callcore.ServedTool, bool) {
+	t, ok := s.cfg.Core.Lookup(auth.CallerFrom(ctx), name)
 	if !ok || !s.inScope(t, sc) {
-		return mcpserver.ServedTool{}, false
+		return callcore.ServedTool{}, false
 	}
 	return t, true
 }
@@ -181,7 +182,7 @@ func owner(ctx context.Context) string {
 
 // card is the agent card of sc, listing tools, readable by clients of
 // either protocol version the endpoint speaks.
-func (s *Service) card(r *http.Request, sc scope, tools []mcpserver.ServedTool) unionCard {
+func (s *Service) card(r *http.Request, sc scope, tools []callcore.ServedTool) unionCard {
 	name, desc := s.cfg.Identity, cmp.Or(s.cfg.Description, fmt.Sprintf("fiskfleet gateway %s: the commands of its fisk applications as skills.", s.cfg.Identity))
 	if sc.identity != "" {
 		name = sc.identity
@@ -226,7 +227,7 @@ func (s *Service) card(r *http.Request, sc scope, tools []mcpserver.ServedTool) 
 const callShape = `{"tool": NAME, "arguments": {...}}`
 
 // skill is t as a card's skill.
-func skill(t mcpserver.ServedTool) a2a.AgentSkill {
+func skill(t callcore.ServedTool) a2a.AgentSkill {
 	desc := t.Description
 	tags := append([]string{}, t.Tags...)
 	if t.Gated {
@@ -253,7 +254,7 @@ func skill(t mcpserver.ServedTool) a2a.AgentSkill {
 // callers need not authenticate; otherwise none, and the extended card
 // (GetExtendedAgentCard) lists exactly the caller's.
 func (s *Service) serveCard(w http.ResponseWriter, r *http.Request) {
-	var tools []mcpserver.ServedTool
+	var tools []callcore.ServedTool
 	if !s.authenticated() {
 		tools = s.tools(r.Context(), scopeOf(r))
 	}

@@ -12,15 +12,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/agent2agent"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/httpedge"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/approval"
@@ -30,6 +34,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
 	"github.com/fiskfleet/fiskfleet/shared/memtrim"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
+	"github.com/fiskfleet/fiskfleet/shared/procs"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 	"github.com/fiskfleet/fiskfleet/shared/tracing/otlp"
 )
@@ -67,6 +72,9 @@ type Gateway struct {
 	handler http.Handler
 	ln      net.Listener
 	addr    string
+	// listening is told the address once it is bound.
+	listening   func(net.Addr)
+	readTimeout time.Duration
 	// start runs once serving begins: what needs the context serving
 	// runs under (remote refresh, indexing, metrics, memory trimming).
 	start []func(ctx context.Context) error
@@ -247,28 +255,6 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 		checks = append(checks, ops.Check{Name: "fleet_bucket", Ready: fl.fleet.Ready})
 	}
 
-	// Agent2Agent clients reach the same tools on the same listener.
-	var a2s *agent2agent.Service
-	var surfaces []func(*mcpserver.Server) mcpserver.Routes
-	if a := m.Agent2Agent; a != nil {
-		base := a.URL
-		if base == "" && resource != "" {
-			base = strings.TrimSuffix(strings.TrimSuffix(resource, "/"), "/mcp")
-		}
-		a2s = agent2agent.New(agent2agent.Config{
-			Identity:      cfg.Identity,
-			Version:       c.Version,
-			Description:   a.Description,
-			BaseURL:       base,
-			Auth:          m.Auth,
-			BearerToken:   c.Token != "",
-			TaskRetention: m.TaskRetention.Duration,
-			Logger:        log,
-		})
-		surfaces = append(surfaces, a2s.Routes)
-		log.Info("serving Agent2Agent", "agent", cfg.Identity, "card", agent2agent.CardPath, "endpoint", agent2agent.EndpointPath)
-	}
-
 	srv, err := mcpserver.New(mcpserver.Config{
 		Identity:           cfg.Identity,
 		Version:            c.Version,
@@ -294,14 +280,10 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 		Audit:              trail,
 		AuditDigestOnly:    cfg.AuditDigestOnly(),
 		Authenticate:       authn,
-		Open:               open,
-		Surfaces:           surfaces,
 		Policy:             pol,
 		RemoteVia:          remoteVia,
 		Metrics:            metrics,
 		Tracer:             tp.Tracer(),
-		Checks:             checks,
-		Listening:          c.Listening,
 		Logger:             log,
 	}, tools)
 	if err != nil {
@@ -314,6 +296,52 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 	if len(srv.Served()) == 0 && len(cfg.RemoteTools) == 0 {
 		return nil, fmt.Errorf("%s: nothing to serve over MCP: add application_path, or list built-ins in expose.agent.mcp.builtins", cfg.File)
 	}
+
+	// Every surface sits behind one edge: the same probes, Origin check,
+	// caller check and body cap for each route.
+	edge := httpedge.New(httpedge.Config{
+		AuthToken:      c.Token,
+		Authenticate:   authn,
+		Authorize:      pol.Authorize,
+		AllowedOrigins: m.AllowedOrigins,
+		Checks:         checks,
+	})
+	edge.Authenticated("/mcp", srv.MCPHandler())
+	for p, h := range open {
+		edge.Open(p, h)
+	}
+	// Agent2Agent clients reach the same tools, through the same call
+	// core, on the same listener.
+	var a2s *agent2agent.Service
+	if a := m.Agent2Agent; a != nil {
+		base := a.URL
+		if base == "" && resource != "" {
+			base = strings.TrimSuffix(strings.TrimSuffix(resource, "/"), "/mcp")
+		}
+		a2s = agent2agent.New(agent2agent.Config{
+			Identity:      cfg.Identity,
+			Version:       c.Version,
+			Description:   a.Description,
+			BaseURL:       base,
+			Auth:          m.Auth,
+			BearerToken:   c.Token != "",
+			TaskRetention: m.TaskRetention.Duration,
+			Core:          srv.Core(),
+			Tasks:         srv.Tasks(),
+			Invoke: func(ctx context.Context, r *call.Request) (*mcp.CallToolResult, call.Verdict) {
+				v := srv.Core().Call(ctx, r)
+				return srv.Result(r.Tool, v), v
+			},
+			Logger: log,
+		})
+		a2s.Mount(edge)
+		log.Info("serving Agent2Agent", "agent", cfg.Identity, "card", agent2agent.CardPath, "endpoint", agent2agent.EndpointPath)
+	}
+	g.handler, g.readTimeout = edge.Handler(), edge.ReadTimeout()
+	if tracer := tp.Tracer(); tracer != nil {
+		g.handler = call.MarkArrival(g.handler)
+	}
+	g.listening = c.Listening
 	if fl != nil {
 		g.start = append(g.start, func(ctx context.Context) error {
 			if err := fl.fleet.Start(ctx, srv.Tasks()); err != nil {
@@ -359,6 +387,9 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 // budget and closes everything [New] built. It is called once.
 func (g *Gateway) Serve(ctx context.Context) error {
 	defer g.close()
+	// The server's sessions and tasks end first, before what they use
+	// (the fleet's membership, the audit trail) is closed.
+	defer g.srv.Close()
 	for _, start := range g.start {
 		if err := start(ctx); err != nil {
 			return err
@@ -371,10 +402,25 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	// calls, once the gateway has gone quiet (see memtrim).
 	debug.FreeOSMemory()
 	go memtrim.Trimmer{Logger: g.log}.Run(ctx)
-	if g.ln != nil {
-		return g.srv.ServeListener(ctx, g.ln)
+	if g.ln == nil {
+		if err := g.bind(ctx); err != nil {
+			return err
+		}
 	}
-	return g.srv.Serve(ctx)
+	log, srv := g.log, g.srv
+	log.Info("serving over MCP", "agent", g.cfg.Identity, "address", g.ln.Addr().String(), "tools", len(srv.Served()),
+		"gomaxprocs", runtime.GOMAXPROCS(0), "timer_slack", procs.Slack())
+	if g.listening != nil {
+		g.listening(g.ln.Addr())
+	}
+	return httpedge.Serve(ctx, g.ln, g.handler, httpedge.ServeOptions{
+		ReadTimeout: g.readTimeout,
+		Logger:      log,
+		Attrs:       []any{"agent", g.cfg.Identity},
+		// Tasks outlive their requests, so the base context does not
+		// reach them: their commands are stopped within the same budget.
+		Stopping: srv.Tasks().Close,
+	})
 }
 
 // bind listens on the gateway's address ahead of serving.

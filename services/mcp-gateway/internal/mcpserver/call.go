@@ -52,11 +52,13 @@ func (s *Server) callTool(ctx context.Context, name string, req mcp.CallToolRequ
 	if v.Outcome == audit.EndMCPApprovalRequested {
 		return asker.requested
 	}
-	return s.result(name, v)
+	return s.Result(name, v)
 }
 
-// result maps a verdict onto what a tools/call answers.
-func (s *Server) result(name string, v call.Verdict) *mcp.CallToolResult {
+// Result maps the verdict of a call of name onto what a tools/call
+// answers: every failure in-band, with isError set. It is also what a
+// task of another surface keeps as its result.
+func (s *Server) Result(name string, v call.Verdict) *mcp.CallToolResult {
 	switch {
 	case v.Outcome != audit.EndOK:
 		return mcp.NewToolResultError(v.Message)

@@ -78,14 +78,10 @@ type Config struct {
 	// [auth.Caller], which authorize has seen. Nil means the static check
 	// of AuthToken, whose one caller is [auth.StaticSubject].
 	Authenticate func(next http.Handler, authorize func(*auth.Caller) error) http.Handler
-	// Open are handlers served by path beside /mcp without any token,
-	// such as the protected resource metadata; the probes and the Origin
-	// check apply to them as to everything.
+	// Open are handlers served by path beside /mcp without any token when
+	// the server stands alone ([Server.Handler]); the probes and the
+	// Origin check apply to them as to everything.
 	Open map[string]http.Handler
-	// Surfaces are the gateway's other surfaces (the Agent2Agent
-	// endpoint): each is called once, with the built server, and returns
-	// the routes it serves beside /mcp.
-	Surfaces []func(*Server) Routes
 	// Policy decides per caller which tools it sees and runs
 	// (expose.agent.mcp.policy); nil lets every caller see and run
 	// everything served.

@@ -286,36 +286,14 @@ func (s *Server) Dropped() []tool.Dropped { return s.core.Dropped() }
 // call through.
 func (s *Server) Core() *call.Core { return s.core }
 
-// Routes are the HTTP handlers of another surface of the gateway, by
-// [http.ServeMux] pattern.
-type Routes struct {
-	// Open are served to anyone, as the protected resource metadata is
-	// (an agent card that lists nothing a caller could not learn).
-	Open map[string]http.Handler
-	// Authenticated pass what a request to /mcp passes first: the
-	// authentication layer with the policy's authorization, and the body
-	// cap and read timeout. Their handlers find the [auth.Caller] in the
-	// request's context.
-	Authenticated map[string]http.Handler
-}
-
-// buildHandler mounts the MCP handler at /mcp, the other surfaces' routes
-// and the open handlers on one [httpedge.Edge], which applies its checks
-// to every route alike.
+// buildHandler mounts the MCP handler at /mcp and the open handlers on an
+// [httpedge.Edge] of the server's own, for a server standing alone; the
+// gateway mounts [Server.MCPHandler] on its edge with its other surfaces.
 func (s *Server) buildHandler() http.Handler {
 	edge := httpedge.New(s.edgeConfig())
 	edge.Authenticated("/mcp", s.MCPHandler())
 	for p, h := range s.cfg.Open {
 		edge.Open(p, h)
-	}
-	for _, surface := range s.cfg.Surfaces {
-		routes := surface(s)
-		for p, h := range routes.Open {
-			edge.Open(p, h)
-		}
-		for p, h := range routes.Authenticated {
-			edge.Authenticated(p, h)
-		}
 	}
 	h := edge.Handler()
 	if s.cfg.Tracer != nil {
@@ -341,8 +319,8 @@ func (s *Server) edgeConfig() httpedge.Config {
 // caller check of [httpedge.Edge.Authenticated] in front of it.
 func (s *Server) MCPHandler() http.Handler { return s.route(s.streamable) }
 
-// Handler returns the server's HTTP handler: [Server.MCPHandler] at /mcp
-// and the configured routes behind their edge. [Server.Serve] serves it;
+// Handler returns the server's HTTP handler standing alone:
+// [Server.MCPHandler] at /mcp and the open routes behind their edge. [Server.Serve] serves it;
 // tests may mount it on an httptest server.
 func (s *Server) Handler() http.Handler { return s.handler }
 
