@@ -203,8 +203,8 @@ type Verdict struct {
 	Message string
 	// Out is what the tool returned, for [audit.EndOK].
 	Out tool.Outcome
-	// RetryAfter is how long a call over its rate ([audit.EndMCPRefusedRate]) must
-	// wait before it could run.
+	// RetryAfter is how long a call over its rate
+	// ([audit.EndMCPRefusedRate]) must wait before it could run.
 	RetryAfter time.Duration
 }
 

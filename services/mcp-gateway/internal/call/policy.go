@@ -151,8 +151,8 @@ func (e *Entry) served() ServedTool {
 	}
 }
 
-// RetryAfter is a rate refusal's wait in whole seconds, at least 1, for
-// Retry-After and retryAfterSeconds.
+// RetryAfterSeconds is a rate refusal's wait in whole seconds, at least
+// 1, for Retry-After and retryAfterSeconds.
 func (v Verdict) RetryAfterSeconds() int { return max(1, int(math.Ceil(v.RetryAfter.Seconds()))) }
 
 // Limit spends one call of r's tool for its caller, and returns the
