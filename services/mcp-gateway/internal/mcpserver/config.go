@@ -22,7 +22,6 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
 	"github.com/fiskfleet/fiskfleet/shared/ops"
-	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
 // Defaults for the zero values of [Config], and the fixed limits.
@@ -188,15 +187,8 @@ func (c Config) withDefaults() Config {
 	if c.Address == "" {
 		c.Address = DefaultAddress
 	}
-	if c.MaxConcurrent <= 0 {
-		c.MaxConcurrent = tool.DefaultMaxConcurrent
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = tool.DefaultTimeout
-	}
-	if c.Confirm == "" {
-		c.Confirm = config.ConfirmAuto
-	}
+	// MaxConcurrent, Timeout and Confirm are the call core's, which
+	// defaults them (call.New).
 	if c.ApprovalTimeout <= 0 {
 		c.ApprovalTimeout = DefaultApprovalTimeout
 	}
