@@ -76,7 +76,8 @@ type Gateway struct {
 	listening   func(net.Addr)
 	readTimeout time.Duration
 	// start runs once serving begins: what needs the context serving
-	// runs under (remote refresh, indexing, metrics, memory trimming).
+	// runs under (fleet membership, remote import and refresh, indexing,
+	// metrics).
 	start []func(ctx context.Context) error
 	// closers undo what New built, last first.
 	closers []func()
@@ -94,8 +95,9 @@ func (g *Gateway) close() {
 }
 
 // New builds the gateway of c. ctx bounds what building waits for (the
-// OAuth issuer's metadata, the fleet's bucket, the remote hosts'
-// discovery); the gateway serves under the context [Gateway.Serve] gets.
+// OAuth issuer's metadata, the fleet's bucket); the fleet membership, the
+// remote hosts' import and everything else that lives while serving run
+// under the context [Gateway.Serve] gets.
 // On an error everything built so far is closed again.
 func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 	log := c.Logger
