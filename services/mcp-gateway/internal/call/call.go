@@ -150,9 +150,6 @@ func (c *Core) Running() int { return len(c.sem) }
 // the caller subject holds.
 func (c *Core) SharesInUse(subject string) int { return c.shares.InUse(subject) }
 
-// FreeSlots is the number of the gateway's execution slots not taken.
-func (c *Core) FreeSlots() int { return cap(c.sem) - len(c.sem) }
-
 // Request is one call as a surface hands it to the core: everything the
 // call's steps decide on travels here, none of it in the context.
 type Request struct {
