@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,6 +135,7 @@ func TestSpoolRestart(t *testing.T) {
 	defer cancel()
 	_ = first.Close(ctx)
 	nc.Close()
+	fisktest.WaitFor(t, 10*time.Second, "the first publisher to release its slot", func() bool { return slotFree(t, filepath.Join(dir, "slot-0")) })
 
 	ns.Resume()
 	second, err := audit.OpenPublisher(reconnecting(t, ns), audit.PublisherConfig{Logger: (&logSink{}).logger(), SpoolDir: dir})
@@ -205,6 +207,10 @@ func TestSpoolDamage(t *testing.T) {
 	_ = first.Close(ctx)
 	nc.Close()
 	slot := filepath.Join(dir, "slot-0")
+	// Close gave up while the server was away; the first publisher's
+	// goroutine lets go of its slot a moment later. A second one opened
+	// before that would take an empty slot of its own.
+	fisktest.WaitFor(t, 10*time.Second, "the first publisher to release its slot", func() bool { return slotFree(t, slot) })
 	files, _ := filepath.Glob(filepath.Join(slot, "*.rec"))
 	if len(files) != 3 {
 		t.Fatalf("got spool files %v, want 3", files)
@@ -233,4 +239,19 @@ func TestSpoolDamage(t *testing.T) {
 			t.Errorf("the log: got\n%s\nwant %q", log.buf.String(), want)
 		}
 	}
+}
+
+// slotFree reports whether no publisher holds the spool slot's lock.
+func slotFree(tb testing.TB, slot string) bool {
+	tb.Helper()
+	f, err := os.OpenFile(filepath.Join(slot, "LOCK"), os.O_RDWR, 0o600)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return false
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return true
 }
