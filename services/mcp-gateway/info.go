@@ -23,7 +23,7 @@ func (c *infoCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	if err != nil {
 		return err
 	}
-	idx, err := gateway.OpenIndex(cfg, false, log)
+	idx, err := gateway.OpenIndex(cfg, false, e.lookupEnv, log)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,8 @@ type knowledgeCmd struct {
 	Search  knowledgeSearchCmd  `cmd:"" help:"Search the index as knowledge_search does."`
 	Show    knowledgeShowCmd    `cmd:"" help:"Print one section by its citation (path#ordinal)."`
 	Sources knowledgeSourcesCmd `cmd:"" help:"List the indexed documents."`
-	Stats   knowledgeStatsCmd   `cmd:"" help:"Print documents, sections, store size and last update."`
+	Stats   knowledgeStatsCmd   `cmd:"" help:"Print documents, sections, vectors, store size and last update."`
+	Doctor  knowledgeDoctorCmd  `cmd:"" help:"Check the store and the embeddings server of knowledge.embeddings."`
 }
 
 // knowledgeConfig is the flag every knowledge subcommand takes.
@@ -33,7 +34,7 @@ type knowledgeConfig struct {
 
 // open loads the configuration and opens its index; it refuses a file
 // without knowledge.directory.
-func (k knowledgeConfig) open(log *slog.Logger, rebuild bool) (*config.Config, *knowledge.Index, error) {
+func (k knowledgeConfig) open(log *slog.Logger, e env, rebuild bool) (*config.Config, *knowledge.Index, error) {
 	cfg, err := loadConfig(k.Config, config.ModeInfo, log)
 	if err != nil {
 		return nil, nil, err
@@ -41,7 +42,7 @@ func (k knowledgeConfig) open(log *slog.Logger, rebuild bool) (*config.Config, *
 	if cfg.Knowledge == nil || cfg.Knowledge.Directory == "" {
 		return nil, nil, fmt.Errorf("%s: knowledge is not configured: add knowledge.directory: PATH", cfg.File)
 	}
-	idx, err := gateway.OpenIndexOf(cfg, rebuild, log)
+	idx, err := gateway.OpenIndexOf(cfg, rebuild, e.lookupEnv, log)
 	return cfg, idx, err
 }
 
@@ -51,7 +52,7 @@ type knowledgeIndexCmd struct {
 }
 
 func (c *knowledgeIndexCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
-	_, idx, err := c.open(log, c.Reindex)
+	cfg, idx, err := c.open(log, e, c.Reindex)
 	if err != nil {
 		return err
 	}
@@ -74,6 +75,21 @@ func (c *knowledgeIndexCmd) Run(ctx context.Context, log *slog.Logger, e env) er
 		idx.Dir(), time.Since(start).Round(time.Millisecond), len(ch.Added), len(ch.Changed), len(ch.Removed), ch.Unchanged)
 	if ch.Incomplete {
 		fmt.Fprintf(e.stdout, "the directory holds more than %d documents: the rest are not indexed\n", knowledge.MaxDocuments)
+	}
+	if cfg.Knowledge.Embeddings != nil {
+		// An index asked to be semantic is never left lexical without
+		// saying so: a server that cannot embed fails the command.
+		start := time.Now()
+		n, err := idx.Embed(ctx, func(done, total int) {
+			if done%1000 < cfg.Knowledge.Embeddings.BatchSize() || done == total {
+				fmt.Fprintf(e.stdout, "embedded %d of %d sections\n", done, total)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("%s: the full-text index is up to date, but its vectors are not: %w", cfg.File, err)
+		}
+		id, _ := idx.Identity(ctx)
+		fmt.Fprintf(e.stdout, "embedded %d sections in %s (%s)\n", n, time.Since(start).Round(time.Millisecond), id)
 	}
 	fmt.Fprintf(e.stdout, "store %s\n", idx.Store())
 	return nil
@@ -111,7 +127,7 @@ type knowledgeSearchCmd struct {
 }
 
 func (c *knowledgeSearchCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
-	_, idx, err := c.open(log, false)
+	_, idx, err := c.open(log, e, false)
 	if err != nil {
 		return err
 	}
@@ -120,6 +136,7 @@ func (c *knowledgeSearchCmd) Run(ctx context.Context, log *slog.Logger, e env) e
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(e.stdout, "tier: %s\n", res.Tier)
 	if len(res.Hits) == 0 {
 		fmt.Fprintln(e.stdout, "no sections match (is the index built? run mcp-gateway knowledge index)")
 	}
@@ -143,7 +160,7 @@ type knowledgeShowCmd struct {
 }
 
 func (c *knowledgeShowCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
-	_, idx, err := c.open(log, false)
+	_, idx, err := c.open(log, e, false)
 	if err != nil {
 		return err
 	}
@@ -162,7 +179,7 @@ type knowledgeSourcesCmd struct {
 }
 
 func (c *knowledgeSourcesCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
-	_, idx, err := c.open(log, false)
+	_, idx, err := c.open(log, e, false)
 	if err != nil {
 		return err
 	}
@@ -188,7 +205,7 @@ type knowledgeStatsCmd struct {
 }
 
 func (c *knowledgeStatsCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
-	_, idx, err := c.open(log, false)
+	_, idx, err := c.open(log, e, false)
 	if err != nil {
 		return err
 	}
@@ -205,6 +222,65 @@ func (c *knowledgeStatsCmd) Run(ctx context.Context, log *slog.Logger, e env) er
 		s.Directory, s.Store, s.Documents, s.Sections, s.StoreBytes, updated)
 	if s.Incomplete {
 		fmt.Fprintf(e.stdout, "incomplete   more than %d documents: the rest are not indexed\n", knowledge.MaxDocuments)
+	}
+	fmt.Fprintf(e.stdout, "vectors      %s\n", vectorLine(s.Vectors))
+	return nil
+}
+
+// vectorLine says what the store holds of the vector tier.
+func vectorLine(v knowledge.VectorStats) string {
+	if v.Identity == nil {
+		return "none (lexical only)"
+	}
+	line := fmt.Sprintf("%d (%s, normalised %t", v.Vectors, *v.Identity, v.Identity.Normalised)
+	if p := v.Identity.QueryPrefix + v.Identity.DocumentPrefix; p != "" {
+		line += fmt.Sprintf(", query_prefix %q, document_prefix %q", v.Identity.QueryPrefix, v.Identity.DocumentPrefix)
+	}
+	line += ")"
+	if v.Missing > 0 {
+		line += fmt.Sprintf("; %d sections without one", v.Missing)
+	}
+	return line
+}
+
+type knowledgeDoctorCmd struct {
+	knowledgeConfig
+}
+
+// Run checks the store, then the embeddings server against it. Without
+// knowledge.embeddings it checks the store and says the index is lexical:
+// a missing tier is a choice, not a fault.
+func (c *knowledgeDoctorCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
+	cfg, idx, err := c.open(log, e, false)
+	if err != nil {
+		return err
+	}
+	defer idx.Close()
+	if err := idx.Check(ctx); err != nil {
+		return err
+	}
+	s, err := idx.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "store        %s: sound, %d documents, %d sections\n", s.Store, s.Documents, s.Sections)
+	fmt.Fprintf(e.stdout, "vectors      %s\n", vectorLine(s.Vectors))
+	if cfg.Knowledge.Embeddings == nil {
+		fmt.Fprintln(e.stdout, "embeddings   not configured: searches are lexical (add knowledge.embeddings for the vector tier)")
+		return nil
+	}
+	d, err := idx.Doctor(ctx)
+	if err != nil {
+		fmt.Fprintf(e.stdout, "embeddings   %s: does not answer as it should\n", d.URL)
+		return err
+	}
+	fmt.Fprintf(e.stdout, "embeddings   %s: model %s, dim %d, normalised %t, %s a request\n",
+		d.URL, d.Server.Model, d.Server.Dim, d.Server.Normalised, d.Latency.Round(100*time.Microsecond))
+	if d.Problem != "" {
+		return fmt.Errorf("%s: %s", cfg.File, d.Problem)
+	}
+	if s.Vectors.Missing > 0 {
+		fmt.Fprintf(e.stdout, "todo         %d sections have no vector yet: a serving gateway embeds them, or run mcp-gateway knowledge index\n", s.Vectors.Missing)
 	}
 	return nil
 }

@@ -521,6 +521,53 @@ type Knowledge struct {
 	// check at start and damage a search meets still rebuild). Below
 	// [spec.MinCheckInterval] it is refused.
 	CheckInterval *Duration `yaml:"check_interval"`
+	// Embeddings turns on the vector tier: its presence is the switch.
+	// Each section is embedded through an OpenAI-compatible embeddings
+	// server and a search fuses the lexical ranking with the vectors'.
+	Embeddings *Embeddings `yaml:"embeddings"`
+}
+
+// Embeddings is knowledge.embeddings: where sections and queries are
+// embedded, and how.
+type Embeddings struct {
+	// BaseURL is the server's API root; requests go to BaseURL +
+	// "/embeddings" (Ollama, LM Studio, llama.cpp's server and vLLM all
+	// serve it under /v1). A host that is not loopback must use https: a
+	// query and every document travel in the request.
+	BaseURL string `yaml:"base_url"`
+	// Model is the model the server is asked for.
+	Model string `yaml:"model"`
+	// APIKeyEnv names the environment variable holding the server's key,
+	// sent as a bearer token. It names the variable, never the secret,
+	// and the variable is scrubbed from every command's environment.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Timeout bounds one request; zero means
+	// [spec.DefaultEmbeddingsTimeout].
+	Timeout Duration `yaml:"timeout"`
+	// QueryPrefix is put before every query, DocumentPrefix before every
+	// section, for models trained with them ("search_query: ", "query: ").
+	// {title} in DocumentPrefix is the section's heading path.
+	QueryPrefix    string `yaml:"query_prefix"`
+	DocumentPrefix string `yaml:"document_prefix"`
+	// Batch is how many sections one request embeds; zero means
+	// [spec.DefaultEmbeddingsBatch].
+	Batch int `yaml:"batch"`
+}
+
+// RequestTimeout returns knowledge.embeddings.timeout, or its default.
+func (e *Embeddings) RequestTimeout() time.Duration {
+	if e.Timeout.Duration > 0 {
+		return e.Timeout.Duration
+	}
+	return spec.DefaultEmbeddingsTimeout
+}
+
+// BatchSize returns knowledge.embeddings.batch, or its default.
+func (e *Embeddings) BatchSize() int {
+	if e.Batch > 0 {
+		return e.Batch
+	}
+	return spec.DefaultEmbeddingsBatch
 }
 
 // CheckEvery returns knowledge.check_interval as the index takes it: 0
@@ -674,3 +721,32 @@ func (c *Config) PolicyContexts() map[string]string {
 // expose.agent.mcp.builtins may list. The names are the knowledge
 // package's own, so they are spelled once.
 func Builtins() []string { return spec.ToolNames() }
+
+// SecretEnv returns the names of the environment variables that hold the
+// secrets the servers themselves use: the MCP bearer token, approvers'
+// tokens, the approvals page's client secret and the embeddings server's
+// key. They are scrubbed from every command's environment, so a command a
+// model runs can never print one back to it.
+func (c *Config) SecretEnv() []string {
+	var names []string
+	add := func(name string) {
+		if name != "" && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	if m := c.Expose.Agent.MCP; m != nil {
+		add(m.AuthTokenEnv)
+	}
+	if a := c.Approvals; a != nil {
+		for _, ap := range a.Approvers {
+			add(ap.TokenEnv)
+		}
+		if a.Web != nil {
+			add(a.Web.ClientSecretEnv)
+		}
+	}
+	if k := c.Knowledge; k != nil && k.Embeddings != nil {
+		add(k.Embeddings.APIKeyEnv)
+	}
+	return names
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nkeys"
 
@@ -454,12 +455,41 @@ func (v *validator) knowledge(k *Knowledge) {
 		v.fail("knowledge.check_interval", fmt.Sprintf("knowledge.check_interval must be at least %s, got %s: fix knowledge.check_interval, leave it out for %s, or set 0 to turn the periodic check off",
 			spec.MinCheckInterval, c.Duration, spec.DefaultCheckInterval))
 	}
+	if e := k.Embeddings; e != nil {
+		v.embeddings(e)
+	}
 	if k.Store != "" && k.Directory != "" {
 		d, errD := filepath.Abs(k.Directory)
 		s, errS := filepath.Abs(k.Store)
 		if rel, err := filepath.Rel(d, s); errD == nil && errS == nil && err == nil && (rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))) {
 			v.fail("knowledge.store", fmt.Sprintf("knowledge.store %s is inside knowledge.directory %s: the index would index itself; move knowledge.store outside it, or leave it out for the cache directory", k.Store, k.Directory))
 		}
+	}
+}
+
+// embeddings checks knowledge.embeddings. The server sees every query
+// and document, so one off this machine must be reached over https.
+func (v *validator) embeddings(e *Embeddings) {
+	const key = "knowledge.embeddings"
+	switch u, err := url.Parse(e.BaseURL); {
+	case e.BaseURL == "":
+		v.fail(key+".base_url", fmt.Sprintf("%s.base_url is required: add %s.base_url: URL of an OpenAI-compatible embeddings API, such as http://127.0.0.1:11434/v1 for Ollama", key, key))
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		v.fail(key+".base_url", fmt.Sprintf("%s.base_url %q is not an http(s) URL without credentials, query or fragment: fix %s.base_url (the key goes in %s.api_key_env)", key, e.BaseURL, key, key))
+	case u.Scheme == "http" && !IsLoopback(u.Hostname()):
+		v.fail(key+".base_url", fmt.Sprintf("%s.base_url %s is not on this machine and not https: every query and document would cross the network in clear; use https, or a server on loopback", key, e.BaseURL))
+	}
+	if strings.TrimSpace(e.Model) == "" {
+		v.fail(key+".model", fmt.Sprintf("%s.model is required: add %s.model: the model the server embeds with, such as nomic-embed-text", key, key))
+	}
+	if e.APIKeyEnv != "" {
+		v.envName(key+".api_key_env", e.APIKeyEnv)
+	}
+	if d := e.Timeout.Duration; d < 0 || (d > 0 && d < time.Second) || d > 10*time.Minute {
+		v.fail(key+".timeout", fmt.Sprintf("%s.timeout must be between 1s and 10m, got %s: fix %s.timeout, or leave it out for %s", key, d, key, spec.DefaultEmbeddingsTimeout))
+	}
+	if e.Batch < 0 || e.Batch > spec.MaxEmbeddingsBatch {
+		v.fail(key+".batch", fmt.Sprintf("%s.batch must be between 1 and %d, got %d: fix %s.batch, or leave it out for %d", key, spec.MaxEmbeddingsBatch, e.Batch, key, spec.DefaultEmbeddingsBatch))
 	}
 }
 

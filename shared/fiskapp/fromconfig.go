@@ -8,12 +8,16 @@ import (
 
 // OptionsFrom maps an agent configuration onto [Options], so both servers
 // select and run commands by the same keys. The variable named by
-// expose.agent.mcp.auth_token_env is scrubbed too: a served command must
-// never see the token that guards it, whichever server runs it.
+// expose.agent.mcp.auth_token_env and knowledge.embeddings.api_key_env are
+// scrubbed too ([config.Config.SecretEnv]): a served command must never see
+// the token that guards it, or a key the gateway holds, whichever server
+// runs it.
 func OptionsFrom(cfg *config.Config) Options {
 	scrub := slices.Clone(cfg.CredentialEnv)
-	if m := cfg.Expose.Agent.MCP; m != nil && m.AuthTokenEnv != "" && !slices.Contains(scrub, m.AuthTokenEnv) {
-		scrub = append(scrub, m.AuthTokenEnv)
+	for _, name := range cfg.SecretEnv() {
+		if !slices.Contains(scrub, name) {
+			scrub = append(scrub, name)
+		}
 	}
 	return Options{
 		Path:          cfg.ApplicationPath,

@@ -274,6 +274,9 @@ func (i *Index) rebuild(ctx context.Context) (Changes, error) {
 	i.counts.mu.Lock()
 	i.counts.version, i.counts.df = "", nil
 	i.counts.mu.Unlock()
+	i.vec.mu.Lock()
+	i.vec.reset()
+	i.vec.mu.Unlock()
 	// Requests made while it ran were about the damaged store.
 	select {
 	case <-h.repair:

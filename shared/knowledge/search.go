@@ -91,6 +91,10 @@ type Results struct {
 	Building bool `json:"building,omitempty"`
 	// Truncated reports that hits were cut to fit max_result_bytes.
 	Truncated bool `json:"truncated,omitempty"`
+	// Tier says which ranking answered: "lexical", "hybrid (model=…,
+	// dim=…)", or "hybrid -> degraded to lexical (why)" when the query
+	// could not be embedded.
+	Tier string `json:"tier"`
 }
 
 // Query returns the FTS5 query for user text, and false when the text has
@@ -137,12 +141,32 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 	case topK > MaxTopK:
 		topK = MaxTopK
 	}
-	out := Results{Notice: Notice, Hits: []Hit{}, Building: i.building.Load()}
+	out := Results{Notice: Notice, Hits: []Hit{}, Building: i.building.Load(), Tier: TierLexical}
 	terms := queryTerms(query)
+	e := i.opts.Embeddings
 	if len(terms) == 0 {
+		if e != nil {
+			out.Tier = degradedTier("the query has no words")
+		}
 		return out, nil
 	}
 	match := strings.Join(terms, " OR ")
+	// The query is embedded while the words are ranked: the two costs
+	// overlap rather than add.
+	type embedded struct {
+		v      []float32
+		reason string
+	}
+	var qv chan embedded
+	depth := topK
+	if e != nil {
+		qv = make(chan embedded, 1)
+		go func() {
+			v, reason := i.queryVector(ctx, query)
+			qv <- embedded{v, reason}
+		}()
+		depth = max(fuseDepth, topK)
+	}
 	// One read transaction for the whole search: ranking, reading and
 	// excerpts see the same index while another gateway (or this one's
 	// watcher) replaces sections, so a ranked section is never missing,
@@ -152,9 +176,21 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 		return out, err
 	}
 	defer snap.close()
-	best, err := snap.rank(terms, topK)
+	best, err := snap.rank(terms, depth)
 	if err != nil {
 		return out, err
+	}
+	lexical := make(map[int64]bool, len(best))
+	for _, b := range best {
+		lexical[b.id] = true
+	}
+	if e != nil {
+		q := <-qv
+		if q.reason != "" {
+			best, out.Tier = best[:min(topK, len(best))], degradedTier(q.reason)
+		} else if best, out.Tier, err = snap.hybridRank(terms, best, q.v, topK); err != nil {
+			return out, err
+		}
 	}
 	found, err := snap.sectionsByID(best)
 	if err != nil {
@@ -162,6 +198,7 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 	}
 	budget := i.maxResultBytes - len(Notice) - 64
 	for _, r := range found {
+		r.matched = lexical[r.id]
 		h := r.h
 		h.Citation = Citation(h.Document, h.Ordinal)
 		h.Text = r.lead + r.body
@@ -193,6 +230,17 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 // the section's body marked by highlight(), cut by [cutExcerpt]. A body that
 // holds every candidate mark is left to snippet().
 func (s *snapshot) excerpt(match string, r foundSection) (string, error) {
+	if !r.matched {
+		// Found by its vector, below the lexical ranking's depth: it
+		// may hold none of the words, and then its start is shown.
+		var n int
+		if err := s.queryRow(`SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?2`, match, r.id).Scan(&n); err != nil {
+			return "", s.i.storeErr("searching the index", err)
+		}
+		if n == 0 {
+			return cut(r.body, unmatchedExcerptBytes), nil
+		}
+	}
 	open, close, ok := excerptMarkers(r.body)
 	if !ok {
 		var snippet string
@@ -224,7 +272,14 @@ type foundSection struct {
 	h          Hit
 	lead, body string
 	id         int64
+	// matched reports that the section holds a word of the query; one
+	// the vector search found may hold none.
+	matched bool
 }
+
+// unmatchedExcerptBytes is the excerpt of a long section that holds none
+// of the query's words: about as long as a highlighted excerpt.
+const unmatchedExcerptBytes = 400
 
 // sectionsByID reads the ranked sections, keeping the order of best.
 func (s *snapshot) sectionsByID(best []scored) ([]foundSection, error) {
@@ -908,6 +963,8 @@ type Stats struct {
 	// UpdatedAt is the end of the last update; zero if none finished.
 	UpdatedAt  time.Time `json:"updated_at"`
 	Incomplete bool      `json:"incomplete,omitempty"`
+	// Vectors is the vector tier's count and pinned identity.
+	Vectors VectorStats `json:"vectors"`
 }
 
 // Stats counts the index.
@@ -927,7 +984,9 @@ func (i *Index) Stats(ctx context.Context) (Stats, error) {
 		s.UpdatedAt = time.Unix(0, n).UTC()
 	}
 	s.Incomplete = i.meta(ctx, "incomplete") == "true"
-	return s, nil
+	v, err := i.vectorStats(ctx, s.Sections)
+	s.Vectors = v
+	return s, err
 }
 
 // meta reads one meta value, "" when unset or unreadable. The caller

@@ -72,6 +72,9 @@ type Options struct {
 	// a negative value turns the periodic check off (the check at start
 	// and damage met by a search still trigger a rebuild).
 	CheckInterval time.Duration
+	// Embeddings turns on the vector tier (knowledge.embeddings); nil
+	// means lexical search only.
+	Embeddings *Embeddings
 
 	// ranking knobs, changed only by tests that pin what each one does.
 	tokenizer     string
@@ -131,6 +134,14 @@ type Index struct {
 	// searchTool is the knowledge_search tool [Index.Tools] built, so a
 	// server can tell its results from a same-named tool's.
 	searchTool atomic.Pointer[any]
+
+	// embedMu serialises [Index.Embed]: one pass at a time makes each
+	// missing vector once.
+	embedMu sync.Mutex
+	// vec is the memory side of the vector search.
+	vec vectorIndex
+	// outage is the embeddings server's state as searches met it.
+	outage outage
 
 	// counts are the section counts of common terms searches weigh by,
 	// for one version of the index (see [snapshot.weigh]).
@@ -364,13 +375,16 @@ func (i *Index) prepare(ctx context.Context, tokenizer string, rebuild bool) err
 	if version != schemaVersion {
 		return i.refuse(fmt.Sprintf("built by another version of fiskfleet (schema %d, this one reads %d)", version, schemaVersion), errors.New("schema version mismatch"))
 	}
+	if err := i.addVectorSchema(ctx); err != nil {
+		return err
+	}
 	if rebuild {
 		if err := i.Check(ctx); err != nil {
 			return err
 		}
 		return i.clear(ctx)
 	}
-	return nil
+	return i.checkIdentity(ctx)
 }
 
 // Check reads the whole store for corruption (SQLite's quick check, which
@@ -482,9 +496,12 @@ func (i *Index) create(ctx context.Context, tokenizer string) error {
 			INSERT INTO sections_fts(sections_fts, rowid, heading, body) VALUES ('delete', old.id, old.heading, old.body);
 		END`,
 		`CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID`,
+	}
+	stmts = append(stmts, vectorSchema...)
+	stmts = append(stmts,
 		fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion),
 		fmt.Sprintf(`PRAGMA application_id = %d`, applicationID),
-	}
+	)
 	for _, s := range stmts {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return i.refuse("cannot create the index", err)
@@ -506,7 +523,7 @@ func (i *Index) clear(ctx context.Context) error {
 		return i.refuse("cannot write the index", err)
 	}
 	defer tx.Rollback()
-	for _, s := range []string{`DELETE FROM sections`, `DELETE FROM documents`, `DELETE FROM meta`, `INSERT INTO sections_fts(sections_fts) VALUES ('rebuild')`} {
+	for _, s := range []string{`DELETE FROM vectors`, `DELETE FROM sections`, `DELETE FROM documents`, `DELETE FROM meta`, `INSERT INTO sections_fts(sections_fts) VALUES ('rebuild')`} {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return i.refuse("cannot empty the index", err)
 		}

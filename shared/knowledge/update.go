@@ -223,6 +223,9 @@ type writer struct {
 	tx      *sql.Tx
 	pending int
 	now     int64
+	// gone are the ids of sections the transaction removed, whose codes
+	// the vector search forgets once it commits.
+	gone []int64
 }
 
 func (i *Index) newWriter(ctx context.Context) *writer {
@@ -256,16 +259,19 @@ func (w *writer) commit() error {
 	}
 	err := w.tx.Commit()
 	w.tx, w.pending = nil, 0
+	gone := w.gone
+	w.gone = nil
 	if err != nil {
 		return w.i.storeErr("writing the index", err)
 	}
+	w.i.vec.forget(gone)
 	return nil
 }
 
 func (w *writer) rollback() {
 	if w.tx != nil {
 		_ = w.tx.Rollback()
-		w.tx = nil
+		w.tx, w.gone = nil, nil
 	}
 }
 
@@ -363,6 +369,20 @@ func (w *writer) remove(name string) error {
 }
 
 func (w *writer) deleteRows(name string) error {
+	rows, err := w.tx.QueryContext(w.ctx, `SELECT id FROM sections WHERE path = ?`, name)
+	if err != nil {
+		return w.i.storeErr("reading the index", err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err == nil {
+			w.gone = append(w.gone, id)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return w.i.storeErr("reading the index", err)
+	}
 	if _, err := w.tx.ExecContext(w.ctx, `DELETE FROM sections WHERE path = ?`, name); err != nil {
 		return w.i.storeErr("writing the index", err)
 	}

@@ -93,6 +93,21 @@ func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 			onChange(ch)
 		}
 	}
+	// With knowledge.embeddings, vectors are made beside the watcher:
+	// an edit is searchable by its words at once, and by its meaning
+	// once the server has embedded it.
+	kick := func() {}
+	if i.opts.Embeddings != nil {
+		kicks := make(chan struct{}, 1)
+		kick = func() {
+			select {
+			case kicks <- struct{}{}:
+			default:
+			}
+		}
+		go i.embedLoop(ctx, kicks)
+		kick()
+	}
 	if every := i.checkEvery(); every > 0 {
 		checks, stop := context.WithCancel(ctx)
 		defer stop()
@@ -114,6 +129,9 @@ func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 			ch, err := i.rebuild(ctx)
 			if ctx.Err() != nil {
 				return nil
+			}
+			if err == nil {
+				kick()
 			}
 			if err == nil && onChange != nil && !ch.Empty() {
 				onChange(ch)
@@ -184,6 +202,7 @@ func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 				continue
 			}
 			if !ch.Empty() {
+				kick()
 				i.log.Info("knowledge index updated", "added", len(ch.Added), "changed", len(ch.Changed), "removed", len(ch.Removed))
 				if onChange != nil {
 					onChange(ch)

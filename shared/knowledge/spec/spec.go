@@ -40,3 +40,20 @@ const (
 	// spend the machine on checking.
 	MinCheckInterval = time.Second
 )
+
+const (
+	// DefaultEmbeddingsTimeout bounds one request to the embeddings server
+	// when knowledge.embeddings.timeout is not set: long enough for a
+	// batch on a CPU-only local server, short enough that a search whose
+	// query cannot be embedded degrades to lexical within it.
+	DefaultEmbeddingsTimeout = 30 * time.Second
+	// DefaultEmbeddingsBatch is how many sections one request embeds when
+	// knowledge.embeddings.batch is not set. Local servers run a batch as
+	// one pass of the model; 32 keeps a request well under the timeout on
+	// a CPU.
+	DefaultEmbeddingsBatch = 32
+	// MaxEmbeddingsBatch is the largest knowledge.embeddings.batch
+	// accepted: OpenAI-compatible servers refuse larger batches (2048 is
+	// OpenAI's own limit), and an answer's size grows with it.
+	MaxEmbeddingsBatch = 2048
+)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -104,6 +105,9 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if c.LookupEnv == nil {
+		c.LookupEnv = os.LookupEnv
+	}
 	cfg := c.File
 	m := cfg.Expose.Agent.MCP
 	g := &Gateway{cfg: cfg, log: log, addr: c.Address}
@@ -113,7 +117,7 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 		}
 	}()
 
-	idx, err := OpenIndex(cfg, false, log)
+	idx, err := OpenIndex(cfg, false, c.LookupEnv, log)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/knowledge"
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/embed"
 )
 
 // needsIndex reports whether serving uses the knowledge index: a knowledge
@@ -29,18 +30,25 @@ func needsIndex(cfg *config.Config) bool {
 // OpenIndex opens the index serving needs, or returns nil when nothing
 // served uses it. Opening checks the store and creates it if absent; it
 // does not index.
-func OpenIndex(cfg *config.Config, rebuild bool, log *slog.Logger) (*knowledge.Index, error) {
+func OpenIndex(cfg *config.Config, rebuild bool, lookupEnv func(string) (string, bool), log *slog.Logger) (*knowledge.Index, error) {
 	if !needsIndex(cfg) {
 		return nil, nil
 	}
-	return OpenIndexOf(cfg, rebuild, log)
+	return OpenIndexOf(cfg, rebuild, lookupEnv, log)
 }
 
 // OpenIndexOf opens the index of cfg's knowledge.directory, whether or not
 // serving uses it (the knowledge commands do); rebuild starts it afresh.
-func OpenIndexOf(cfg *config.Config, rebuild bool, log *slog.Logger) (*knowledge.Index, error) {
+// With knowledge.embeddings, lookupEnv reads the server's key from the
+// variable api_key_env names.
+func OpenIndexOf(cfg *config.Config, rebuild bool, lookupEnv func(string) (string, bool), log *slog.Logger) (*knowledge.Index, error) {
 	k := cfg.Knowledge
+	emb, err := Embeddings(cfg, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
 	idx, err := knowledge.Open(knowledge.Options{
+		Embeddings:     emb,
 		Directory:      k.Directory,
 		Store:          k.Store,
 		Identity:       cfg.Identity,
@@ -53,6 +61,31 @@ func OpenIndexOf(cfg *config.Config, rebuild bool, log *slog.Logger) (*knowledge
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	return idx, nil
+}
+
+// Embeddings returns the vector tier knowledge.embeddings configures, nil
+// when it is absent. A key variable that is named but not set is an
+// error: a server that needs the key would refuse every request, and one
+// that does not should not be given a name to look for.
+func Embeddings(cfg *config.Config, lookupEnv func(string) (string, bool)) (*knowledge.Embeddings, error) {
+	if cfg.Knowledge == nil || cfg.Knowledge.Embeddings == nil {
+		return nil, nil
+	}
+	e := cfg.Knowledge.Embeddings
+	var key string
+	if e.APIKeyEnv != "" {
+		v, ok := lookupEnv(e.APIKeyEnv)
+		if !ok || v == "" {
+			return nil, fmt.Errorf("%s: knowledge.embeddings.api_key_env names %s, which is not set: export it with the embeddings server's key, or remove knowledge.embeddings.api_key_env", cfg.File, e.APIKeyEnv)
+		}
+		key = v
+	}
+	return &knowledge.Embeddings{
+		Client:         embed.New(embed.Config{BaseURL: e.BaseURL, Model: e.Model, APIKey: key, Timeout: e.RequestTimeout()}),
+		QueryPrefix:    e.QueryPrefix,
+		DocumentPrefix: e.DocumentPrefix,
+		Batch:          e.BatchSize(),
+	}, nil
 }
 
 // resourcesIndex is the index to serve as MCP resources, or nil when

@@ -1,0 +1,360 @@
+package knowledge
+
+import (
+	"cmp"
+	"encoding/json"
+	"math/bits"
+	"slices"
+	"sync"
+)
+
+// The vector search. Each vector is held in memory as one bit a
+// dimension, the sign of its difference from the mean of the vectors
+// (dim/8 bytes: 64 for 512 dimensions, 7 MiB for 112 thousand sections),
+// and a query is compared with all of them by Hamming distance, which
+// approximates the angle between the two. The nearest [rerankDepth] by
+// that measure are then read from the store as the float32 vectors they
+// are (through SQLite's memory map: page cache, not the process's own
+// memory) and ranked by their cosine. A scan of 112 thousand codes is
+// some 900 thousand popcounts, well under a millisecond, and the rerank
+// of a few hundred candidates is about as cheap, so the search needs no
+// graph to build or keep in step with every edit, and an edit costs one
+// code. Recall against exact search is measured in the benchmarks.
+const (
+	// rerankDepth is how many candidates the codes nominate for each
+	// search, before the exact rerank.
+	rerankDepth = 256
+	// minCentred is how many vectors the index needs before it centres
+	// the codes on their mean: with fewer, a mean says little, and exact
+	// search of so few costs nothing anyway.
+	minCentred = 256
+)
+
+// vectorIndex is the memory side of the vector search, kept in step with
+// the store's vectors table: vectors stored since the last search are
+// loaded by seq, and vectors of removed sections are forgotten, by the
+// writer that removed them or by the search that no longer finds them.
+type vectorIndex struct {
+	mu    sync.Mutex
+	dim   int
+	words int       // uint64s a code
+	mean  []float32 // what codes are centred on; nil: not centred
+	ids   []int64   // section id of each code; -1: forgotten
+	codes []uint64  // len(ids)*words
+	at    map[int64]int
+	seq   int64 // highest seq loaded
+	dead  int
+
+	// sections counts the store's sections at version countedVer.
+	sections   int
+	countedVer string
+}
+
+// reset empties the index, to be loaded again from the store: after a
+// rebuild replaced the store's content, the codes describe nothing in it.
+func (x *vectorIndex) reset() {
+	x.dim, x.words, x.mean, x.ids, x.codes, x.at, x.seq, x.dead = 0, 0, nil, nil, nil, nil, 0, 0
+}
+
+// forget drops the codes of removed sections.
+func (x *vectorIndex) forget(ids []int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, id := range ids {
+		if n, ok := x.at[id]; ok {
+			x.ids[n] = -1
+			delete(x.at, id)
+			x.dead++
+		}
+	}
+}
+
+// sync loads the vectors stored since the last sync, reloading all of
+// them when the store holds fewer than were loaded (emptied or rebuilt
+// by another process), when a third of the codes are of
+// removed sections, or when the index has grown enough that a mean is
+// worth centring on. The caller holds x.mu.
+func (x *vectorIndex) sync(s *snapshot) error {
+	var top int64
+	if err := s.queryRow(`SELECT coalesce(max(seq), 0) FROM vectors`).Scan(&top); err != nil {
+		return s.i.storeErr("searching the index", err)
+	}
+	live := len(x.ids) - x.dead
+	switch {
+	case top < x.seq, x.dead > 0 && x.dead*3 > len(x.ids),
+		x.mean == nil && live < minCentred && live+int(top-x.seq) >= minCentred:
+		x.reset()
+	case top == x.seq:
+		return nil
+	}
+	if x.ids == nil {
+		if err := x.loadMean(s); err != nil {
+			return err
+		}
+	}
+	rows, err := s.query(`SELECT id, seq, v FROM vectors WHERE seq > ?1 ORDER BY seq`, x.seq)
+	if err != nil {
+		return s.i.storeErr("searching the index", err)
+	}
+	defer rows.Close()
+	var v []float32
+	for rows.Next() {
+		var id, seq int64
+		var blob []byte
+		if err := rows.Scan(&id, &seq, &blob); err != nil {
+			return s.i.storeErr("searching the index", err)
+		}
+		x.seq = seq
+		if x.dim == 0 {
+			x.dim, x.words = len(blob)/4, (len(blob)/4+63)/64
+			x.at = map[int64]int{}
+		}
+		if v == nil {
+			v = make([]float32, x.dim)
+		}
+		if !decodeVector(blob, v) {
+			continue // not of the pinned dimension: never compared
+		}
+		if n, ok := x.at[id]; ok {
+			x.ids[n] = -1
+			x.dead++
+		}
+		x.at[id] = len(x.ids)
+		x.ids = append(x.ids, id)
+		x.codes = x.code(x.codes, v)
+	}
+	if err := rows.Err(); err != nil {
+		return s.i.storeErr("searching the index", err)
+	}
+	return nil
+}
+
+// loadMean computes the mean of the stored vectors, when there are
+// enough of them, for the codes to be centred on.
+func (x *vectorIndex) loadMean(s *snapshot) error {
+	var n int
+	if err := s.queryRow(`SELECT count(*) FROM vectors`).Scan(&n); err != nil {
+		return s.i.storeErr("searching the index", err)
+	}
+	x.mean = nil
+	if n < minCentred {
+		return nil
+	}
+	rows, err := s.query(`SELECT v FROM vectors`)
+	if err != nil {
+		return s.i.storeErr("searching the index", err)
+	}
+	defer rows.Close()
+	var sum []float64
+	var v []float32
+	count := 0
+	for rows.Next() {
+		var blob []byte
+		if err := rows.Scan(&blob); err != nil {
+			return s.i.storeErr("searching the index", err)
+		}
+		if sum == nil {
+			sum, v = make([]float64, len(blob)/4), make([]float32, len(blob)/4)
+		}
+		if !decodeVector(blob, v) {
+			continue
+		}
+		for k, f := range v {
+			sum[k] += float64(f)
+		}
+		count++
+	}
+	if err := rows.Err(); err != nil {
+		return s.i.storeErr("searching the index", err)
+	}
+	if count == 0 {
+		return nil
+	}
+	x.mean = make([]float32, len(sum))
+	for k := range sum {
+		x.mean[k] = float32(sum[k] / float64(count))
+	}
+	return nil
+}
+
+// code appends the code of v to codes.
+func (x *vectorIndex) code(codes []uint64, v []float32) []uint64 {
+	start := len(codes)
+	codes = append(codes, make([]uint64, x.words)...)
+	for k, f := range v {
+		if x.mean != nil {
+			f -= x.mean[k]
+		}
+		if f > 0 {
+			codes[start+k/64] |= 1 << (k % 64)
+		}
+	}
+	return codes
+}
+
+// nearest returns the section ids of the limit codes nearest q's, nearest
+// first (ties in id order). The caller holds x.mu.
+func (x *vectorIndex) nearest(q []float32, limit int) []int64 {
+	if len(x.ids) == 0 || len(q) != x.dim {
+		return nil
+	}
+	qc := x.code(nil, q)
+	dist := make([]uint16, len(x.ids))
+	hist := make([]int, x.dim+1)
+	for n, id := range x.ids {
+		if id < 0 {
+			dist[n] = 0xffff
+			continue
+		}
+		d := 0
+		c := x.codes[n*x.words : (n+1)*x.words]
+		for w := range c {
+			d += bits.OnesCount64(c[w] ^ qc[w])
+		}
+		dist[n] = uint16(d)
+		hist[d]++
+	}
+	// The distance at which limit codes are reached.
+	bound, seen := 0, 0
+	for bound < len(hist) && seen+hist[bound] < limit {
+		seen += hist[bound]
+		bound++
+	}
+	type near struct {
+		id int64
+		d  uint16
+	}
+	out := make([]near, 0, limit+hist[min(bound, len(hist)-1)])
+	for n, d := range dist {
+		if int(d) <= bound && x.ids[n] >= 0 {
+			out = append(out, near{x.ids[n], d})
+		}
+	}
+	slices.SortFunc(out, func(a, b near) int {
+		if c := cmp.Compare(a.d, b.d); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	ids := make([]int64, 0, min(limit, len(out)))
+	for _, n := range out[:min(limit, len(out))] {
+		ids = append(ids, n.id)
+	}
+	return ids
+}
+
+// vectorRank returns the topK sections nearest q (a unit vector) by
+// cosine, best first: the codes nominate, the stored vectors decide.
+func (s *snapshot) vectorRank(q []float32, topK int) ([]scored, error) {
+	x := &s.i.vec
+	x.mu.Lock()
+	if err := x.sync(s); err != nil {
+		x.mu.Unlock()
+		return nil, err
+	}
+	cands := x.nearest(q, max(rerankDepth, topK))
+	x.mu.Unlock()
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	list, _ := json.Marshal(cands)
+	rows, err := s.query(`SELECT id, v FROM vectors WHERE id IN (SELECT value FROM json_each(?1))`, string(list))
+	if err != nil {
+		return nil, s.i.storeErr("searching the index", err)
+	}
+	defer rows.Close()
+	out := make([]scored, 0, len(cands))
+	found := make(map[int64]bool, len(cands))
+	v := make([]float32, len(q))
+	for rows.Next() {
+		var id int64
+		var blob []byte
+		if err := rows.Scan(&id, &blob); err != nil {
+			return nil, s.i.storeErr("searching the index", err)
+		}
+		found[id] = true
+		if !decodeVector(blob, v) {
+			continue
+		}
+		out = append(out, scored{id: id, score: dot(q, v)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.i.storeErr("searching the index", err)
+	}
+	if len(found) < len(cands) {
+		// Sections another process removed: their codes go too.
+		var gone []int64
+		for _, id := range cands {
+			if !found[id] {
+				gone = append(gone, id)
+			}
+		}
+		x.forget(gone)
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	return out[:min(topK, len(out))], nil
+}
+
+// exactVectorRank is vectorRank without the codes: every stored vector
+// compared with q. The benchmarks measure the codes' recall against it.
+func (s *snapshot) exactVectorRank(q []float32, topK int) ([]scored, error) {
+	rows, err := s.query(`SELECT id, v FROM vectors`)
+	if err != nil {
+		return nil, s.i.storeErr("searching the index", err)
+	}
+	defer rows.Close()
+	var out []scored
+	v := make([]float32, len(q))
+	for rows.Next() {
+		var id int64
+		var blob []byte
+		if err := rows.Scan(&id, &blob); err != nil {
+			return nil, s.i.storeErr("searching the index", err)
+		}
+		if decodeVector(blob, v) {
+			out = append(out, scored{id: id, score: dot(q, v)})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.i.storeErr("searching the index", err)
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	return out[:min(topK, len(out))], nil
+}
+
+// dot is the inner product of two vectors of one length: their cosine,
+// for unit vectors.
+func dot(a, b []float32) float64 {
+	var s float32
+	for k := range a {
+		s += a[k] * b[k]
+	}
+	return float64(s)
+}
+
+// coverage returns how many sections of the snapshot lack a vector in
+// the index, counting the sections once per version of the store. The
+// caller holds x.mu, after a sync.
+func (x *vectorIndex) coverage(s *snapshot) (missing int, err error) {
+	ver, err := s.version()
+	if err != nil {
+		return 0, err
+	}
+	if ver != x.countedVer {
+		if err := s.queryRow(`SELECT count(*) FROM sections`).Scan(&x.sections); err != nil {
+			return 0, s.i.storeErr("searching the index", err)
+		}
+		x.countedVer = ver
+	}
+	return max(0, x.sections-(len(x.ids)-x.dead)), nil
+}
