@@ -197,3 +197,38 @@ func (i *Index) queryVector(ctx context.Context, query string) ([]float32, strin
 
 // degradedTier is the tier line of a hybrid index answered lexically.
 func degradedTier(reason string) string { return tierDegraded + " (" + reason + ")" }
+
+// vectorOnly is [Index.SearchWith] with [VectorOnly] or, exact,
+// [VectorExact]. The caller holds i.mu.
+func (i *Index) vectorOnly(ctx context.Context, query string, topK int, exact bool, out Results) (Results, error) {
+	if i.opts.Embeddings == nil {
+		out.Tier = "vector: none (knowledge.embeddings is not set)"
+		return out, nil
+	}
+	q, reason := i.queryVector(ctx, query)
+	if reason != "" {
+		out.Tier = "vector: none (" + reason + ")"
+		return out, nil
+	}
+	snap, err := i.snapshot(ctx)
+	if err != nil {
+		return out, err
+	}
+	defer snap.close()
+	id, ok := i.identityIn(snap)
+	if !ok || id.Dim != len(q) {
+		out.Tier = "vector: none (no section embedded with this model yet)"
+		return out, nil
+	}
+	rank := snap.vectorRank
+	if exact {
+		rank = snap.exactVectorRank
+	}
+	best, err := rank(q, topK)
+	if err != nil {
+		return out, err
+	}
+	out.Tier = fmt.Sprintf("vector (%s)", id)
+	match, _ := Query(query)
+	return snap.render(out, best, match, nil)
+}

@@ -133,6 +133,33 @@ func queryTerms(text string) []string {
 // highlighted excerpts, and hits are cut so the answer stays within
 // knowledge.max_result_bytes.
 func (i *Index) Search(ctx context.Context, query string, topK int) (Results, error) {
+	return i.SearchWith(ctx, query, topK, Fused)
+}
+
+// Ranking picks the ranking of [Index.SearchWith].
+type Ranking int
+
+const (
+	// Fused is the answer of [Index.Search]: the lexical ranking, fused
+	// with the vector ranking when knowledge.embeddings is set.
+	Fused Ranking = iota
+	// LexicalOnly is the full-text ranking alone, whatever is set.
+	LexicalOnly
+	// VectorOnly is the vector ranking alone: what the model finds by
+	// itself, to judge a model by. Without knowledge.embeddings it finds
+	// nothing, and says so in the tier.
+	VectorOnly
+	// VectorExact is VectorOnly comparing the query with every stored
+	// vector instead of through the codes: what the benchmarks measure
+	// the vector search's recall against. It costs a read of every
+	// vector a search.
+	VectorExact
+)
+
+// SearchWith is [Index.Search] with the ranking chosen: to compare the
+// tiers on the same index (`knowledge search --ranking`, the quality
+// benchmark).
+func (i *Index) SearchWith(ctx context.Context, query string, topK int, ranking Ranking) (Results, error) {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	switch {
@@ -144,6 +171,12 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 	out := Results{Notice: Notice, Hits: []Hit{}, Building: i.building.Load(), Tier: TierLexical}
 	terms := queryTerms(query)
 	e := i.opts.Embeddings
+	if ranking == LexicalOnly {
+		e = nil
+	}
+	if ranking == VectorOnly || ranking == VectorExact {
+		return i.vectorOnly(ctx, query, topK, ranking == VectorExact, out)
+	}
 	if len(terms) == 0 {
 		if e != nil {
 			out.Tier = degradedTier("the query has no words")
@@ -192,6 +225,14 @@ func (i *Index) Search(ctx context.Context, query string, topK int) (Results, er
 			return out, err
 		}
 	}
+	return snap.render(out, best, match, lexical)
+}
+
+// render reads the ranked sections best and fills out's hits, excerpts
+// of long ones (highlighting match, for sections the lexical ranking
+// found), within knowledge.max_result_bytes.
+func (snap *snapshot) render(out Results, best []scored, match string, lexical map[int64]bool) (Results, error) {
+	i := snap.i
 	found, err := snap.sectionsByID(best)
 	if err != nil {
 		return out, err
@@ -234,6 +275,9 @@ func (s *snapshot) excerpt(match string, r foundSection) (string, error) {
 		// Found by its vector, below the lexical ranking's depth: it
 		// may hold none of the words, and then its start is shown.
 		var n int
+		if match == "" {
+			return cut(r.body, unmatchedExcerptBytes), nil
+		}
 		if err := s.queryRow(`SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ?1 AND rowid = ?2`, match, r.id).Scan(&n); err != nil {
 			return "", s.i.storeErr("searching the index", err)
 		}
