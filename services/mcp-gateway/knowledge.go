@@ -122,9 +122,13 @@ func progressFor(w io.Writer) (knowledge.Progress, func()) {
 
 type knowledgeSearchCmd struct {
 	knowledgeConfig
-	TopK  int      `help:"How many sections to print." default:"5" name:"top-k"`
-	Query []string `arg:"" help:"Words to look for."`
+	TopK    int      `help:"How many sections to print." default:"5" name:"top-k"`
+	Ranking string   `help:"Which ranking answers: fused (as knowledge_search does), lexical or vector, to compare the tiers." enum:"fused,lexical,vector" default:"fused"`
+	Query   []string `arg:"" help:"Words to look for."`
 }
+
+// rankings maps --ranking onto the index's rankings.
+var rankings = map[string]knowledge.Ranking{"fused": knowledge.Fused, "lexical": knowledge.LexicalOnly, "vector": knowledge.VectorOnly}
 
 func (c *knowledgeSearchCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 	_, idx, err := c.open(log, e, false)
@@ -132,7 +136,7 @@ func (c *knowledgeSearchCmd) Run(ctx context.Context, log *slog.Logger, e env) e
 		return err
 	}
 	defer idx.Close()
-	res, err := idx.Search(ctx, strings.Join(c.Query, " "), c.TopK)
+	res, err := idx.SearchWith(ctx, strings.Join(c.Query, " "), c.TopK, rankings[c.Ranking])
 	if err != nil {
 		return err
 	}
