@@ -20,7 +20,7 @@ func BenchmarkVectorRank(b *testing.B) {
 	}
 	w := startWordVectors(b, 512)
 	dir := variedCorpus(b, docs)
-	idx := openIndex(b, dir, Options{Embeddings: w.embeddings("words")})
+	idx := openIndex(b, dir, Options{Embeddings: wordTier(w, "words")})
 	start := time.Now()
 	update(b, idx)
 	indexed := time.Since(start)
@@ -30,7 +30,7 @@ func BenchmarkVectorRank(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var qs [][]float32
 	for range 64 {
-		qs = append(qs, unitVec(w.vector(fmt.Sprintf("w%03d w%03d w%03d", rng.IntN(400), rng.IntN(400), rng.IntN(400)))))
+		qs = append(qs, unitVec(w.Vector(fmt.Sprintf("w%03d w%03d w%03d", rng.IntN(400), rng.IntN(400), rng.IntN(400)))))
 	}
 	idx.mu.RLock()
 	defer idx.mu.RUnlock()

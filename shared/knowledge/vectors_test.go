@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/embedtest"
 )
 
 // vectorDocs is a small directory of documents on different subjects.
@@ -46,7 +48,7 @@ func stats(tb testing.TB, idx *Index) Stats {
 func TestVectorTier(t *testing.T) {
 	w := startWordVectors(t, 64)
 	dir := vectorDocs(t)
-	idx := openIndex(t, dir, Options{Embeddings: w.embeddings("words")})
+	idx := openIndex(t, dir, Options{Embeddings: wordTier(w, "words")})
 	update(t, idx)
 	s := stats(t, idx)
 	if n := embedAll(t, idx); n != s.Sections || n == 0 {
@@ -70,13 +72,13 @@ func TestVectorTier(t *testing.T) {
 		t.Errorf("a second Embed embedded %d sections, want none: nothing changed", n)
 	}
 
-	before := w.texts.Load()
+	before := w.Texts.Load()
 	writeFile(t, dir, "kv.md", "# Key value\n\nA bucket keeps the latest value of each key, with history.\n")
 	update(t, idx)
 	if n := embedAll(t, idx); n != 1 {
 		t.Errorf("after editing kv.md (now one section) embedded %d sections, want 1", n)
 	}
-	if got := w.texts.Load() - before; got != 1 {
+	if got := w.Texts.Load() - before; got != 1 {
 		t.Errorf("the server embedded %d texts for the edit, want 1", got)
 	}
 	removeFile(t, dir, "auth.md")
@@ -103,28 +105,28 @@ func TestVectorIdentityRefused(t *testing.T) {
 	w := startWordVectors(t, 64)
 	dir := vectorDocs(t)
 	store := t.TempDir() + "/store"
-	idx := openIndex(t, dir, Options{Store: store, Embeddings: w.embeddings("words")})
+	idx := openIndex(t, dir, Options{Store: store, Embeddings: wordTier(w, "words")})
 	update(t, idx)
 	embedAll(t, idx)
 	idx.Close()
 
-	served := w.requests.Load()
+	served := w.Requests.Load()
 	for _, change := range []func(*Embeddings){
-		func(e *Embeddings) { e.Client = w.embeddings("other").Client },
+		func(e *Embeddings) { e.Client = wordTier(w, "other").Client },
 		func(e *Embeddings) { e.QueryPrefix = "query: " },
 		func(e *Embeddings) { e.DocumentPrefix = "{title}: " },
 	} {
-		e := w.embeddings("words")
+		e := wordTier(w, "words")
 		change(e)
 		_, err := Open(Options{Directory: dir, Store: store, Embeddings: e})
 		if !errors.Is(err, ErrStore) || !strings.Contains(err.Error(), "--reindex") || !strings.Contains(err.Error(), "do not compare") {
 			t.Errorf("opening with %+v: got %v, want ErrStore naming --reindex", e, err)
 		}
 	}
-	if w.requests.Load() != served {
-		t.Errorf("refusing the store asked the server %d times, want none", w.requests.Load()-served)
+	if w.Requests.Load() != served {
+		t.Errorf("refusing the store asked the server %d times, want none", w.Requests.Load()-served)
 	}
-	again := openIndex(t, dir, Options{Store: store, Embeddings: w.embeddings("other"), Rebuild: true})
+	again := openIndex(t, dir, Options{Store: store, Embeddings: wordTier(w, "other"), Rebuild: true})
 	update(t, again)
 	embedAll(t, again)
 	if id, ok := again.Identity(t.Context()); !ok || id.Model != "other" {
@@ -139,13 +141,13 @@ func TestVectorDimensionChanged(t *testing.T) {
 	w := startWordVectors(t, 64)
 	dir := vectorDocs(t)
 	store := t.TempDir() + "/store"
-	idx := openIndex(t, dir, Options{Store: store, Embeddings: w.embeddings("words")})
+	idx := openIndex(t, dir, Options{Store: store, Embeddings: wordTier(w, "words")})
 	update(t, idx)
 	embedAll(t, idx)
 	idx.Close()
 
 	narrow := startWordVectors(t, 32)
-	idx = openIndex(t, dir, Options{Store: store, Embeddings: narrow.embeddings("words")})
+	idx = openIndex(t, dir, Options{Store: store, Embeddings: wordTier(narrow, "words")})
 	writeFile(t, dir, "new.md", "# New\n\nSomething new.\n")
 	update(t, idx)
 	_, err := idx.Embed(t.Context(), nil)
@@ -160,17 +162,17 @@ func TestVectorDimensionChanged(t *testing.T) {
 // TestVectorServerFailsAtIndex: a server that cannot embed fails Embed
 // naming knowledge.embeddings.base_url, and nothing is stored or pinned.
 func TestVectorServerFailsAtIndex(t *testing.T) {
-	for name, f := range map[string]failure{
-		"status":        {500, `{"error":{"message":"out of memory"}}`},
-		"error in 200":  {200, `{"error":{"message":"model not loaded"}}`},
-		"short answer":  {200, `{"data":[{"index":0,"embedding":[1,2]}]}`},
-		"not json":      {200, `<html>proxy error</html>`},
-		"nan in vector": {200, `{"data":[{"index":0,"embedding":[NaN,1]}]}`},
+	for name, f := range map[string]embedtest.Failure{
+		"status":        {Status: 500, Body: `{"error":{"message":"out of memory"}}`},
+		"error in 200":  {Status: 200, Body: `{"error":{"message":"model not loaded"}}`},
+		"short answer":  {Status: 200, Body: `{"data":[{"index":0,"embedding":[1,2]}]}`},
+		"not json":      {Status: 200, Body: `<html>proxy error</html>`},
+		"nan in vector": {Status: 200, Body: `{"data":[{"index":0,"embedding":[NaN,1]}]}`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := startWordVectors(t, 64)
-			w.fail.Store(&f)
-			idx := openIndex(t, vectorDocs(t), Options{Embeddings: w.embeddings("words")})
+			w.Fail(f)
+			idx := openIndex(t, vectorDocs(t), Options{Embeddings: wordTier(w, "words")})
 			update(t, idx)
 			_, err := idx.Embed(t.Context(), nil)
 			if !errors.Is(err, ErrEmbeddings) || !strings.Contains(err.Error(), "knowledge.embeddings.base_url "+w.URL()) {
@@ -190,11 +192,11 @@ func TestSearchDegrades(t *testing.T) {
 	dir := vectorDocs(t)
 	lexical := openIndex(t, dir, Options{})
 	update(t, lexical)
-	idx := openIndex(t, dir, Options{Embeddings: w.embeddings("words")})
+	idx := openIndex(t, dir, Options{Embeddings: wordTier(w, "words")})
 	update(t, idx)
 	embedAll(t, idx)
 
-	w.fail.Store(&failure{503, `{"error":{"message":"loading model"}}`})
+	w.Fail(embedtest.Failure{Status: 503, Body: `{"error":{"message":"loading model"}}`})
 	res, err := idx.Search(t.Context(), "bucket watch key", 3)
 	if err != nil {
 		t.Fatal(err)
@@ -206,11 +208,11 @@ func TestSearchDegrades(t *testing.T) {
 	if fmt.Sprint(hitCitations(res)) != fmt.Sprint(hitCitations(want)) {
 		t.Errorf("degraded hits %v, want the lexical ones %v", hitCitations(res), hitCitations(want))
 	}
-	asked := w.requests.Load()
-	if res, _ := idx.Search(t.Context(), "bucket", 3); !strings.HasPrefix(res.Tier, tierDegraded) || w.requests.Load() != asked {
-		t.Errorf("a search within the pause: tier %q and %d requests, want degraded without asking", res.Tier, w.requests.Load()-asked)
+	asked := w.Requests.Load()
+	if res, _ := idx.Search(t.Context(), "bucket", 3); !strings.HasPrefix(res.Tier, tierDegraded) || w.Requests.Load() != asked {
+		t.Errorf("a search within the pause: tier %q and %d requests, want degraded without asking", res.Tier, w.Requests.Load()-asked)
 	}
-	w.fail.Store(nil)
+	w.Heal()
 	idx.outage.mu.Lock()
 	idx.outage.until = time.Now() // the pause is over
 	idx.outage.mu.Unlock()
@@ -232,7 +234,7 @@ func hitCitations(r Results) []string {
 func TestVectorRecall(t *testing.T) {
 	w := startWordVectors(t, 512)
 	dir := variedCorpus(t, 600) // 3,000 sections
-	idx := openIndex(t, dir, Options{Embeddings: w.embeddings("words")})
+	idx := openIndex(t, dir, Options{Embeddings: wordTier(w, "words")})
 	update(t, idx)
 	embedAll(t, idx)
 	recall := vectorRecall(t, idx, w, 40, 10)
@@ -244,7 +246,7 @@ func TestVectorRecall(t *testing.T) {
 
 // vectorRecall is the mean share of the exact top k that the vector
 // search returns, over queries made of the corpus's words.
-func vectorRecall(tb testing.TB, idx *Index, w *wordVectors, queries, k int) float64 {
+func vectorRecall(tb testing.TB, idx *Index, w *embedtest.Words, queries, k int) float64 {
 	tb.Helper()
 	rng := rand.New(rand.NewPCG(uint64(queries), 9))
 	idx.mu.RLock()
@@ -253,7 +255,7 @@ func vectorRecall(tb testing.TB, idx *Index, w *wordVectors, queries, k int) flo
 	for q := range queries {
 		_ = q
 		text := fmt.Sprintf("w%03d w%03d w%03d", rng.IntN(400), rng.IntN(400), rng.IntN(400))
-		v := w.vector(text)
+		v := w.Vector(text)
 		snap, err := idx.snapshot(tb.Context())
 		if err != nil {
 			tb.Fatal(err)
