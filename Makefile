@@ -65,7 +65,7 @@ BASE_ENV  ?=
 SOAK      ?= 10m
 SOAK_RATE ?= 10
 
-.PHONY: all build test lint fuzz bench bench-quick bench-report soak run embedder tools tools-bench clean dist dist-test
+.PHONY: all build test lint fuzz bench bench-quick bench-report soak run embedder tools tools-bench tools-node clean dist dist-test
 
 # Release metadata, from git. VERSION is the newest v* tag without its v
 # (1.2.3, or 1.2.3-4-gabcdef1 past it, -dirty with local changes); with
@@ -113,7 +113,7 @@ build:
 # (allowScripts) so npm neither warns about nor blocks them.
 tools: CLAUDE_CODE_VERSION := 2.1.332
 tools: CLAUDE_CODE := $(NPM_DIR)/node_modules/.bin/claude
-tools: tools-bench
+tools: tools-bench tools-node
 	@command -v systemd-analyze >/dev/null && command -v rpm >/dev/null || if [ "$$(id -u)" = 0 ]; then \
 		echo "== apt-get install systemd rpm"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd rpm >/dev/null && \
@@ -130,23 +130,6 @@ tools: tools-bench
 	else \
 		echo "make tools: no /usr/bin/chromium, and installing it needs root: run sudo apt-get install chromium, or the browser tests skip"; \
 	fi
-	@$(NPM_NODE) --version 2>/dev/null | grep -qx 'v$(NODE_VERSION)' && \
-	 $(NPM_NODE) $(CONFORMANCE) --version 2>/dev/null | grep -qx '$(CONFORMANCE_VERSION)' || { \
-		echo "== npm install node@$(NODE_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) into $(NPM_DIR)"; \
-		mkdir -p $(NPM_DIR) && \
-		echo '{"private": true, "allowScripts": {"node": true}}' > $(NPM_DIR)/package.json && \
-		npm install --prefix $(NPM_DIR) --save-exact --ignore-scripts=false --no-audit --no-fund --loglevel=error \
-			node@$(NODE_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) && \
-		$(NPM_NODE) --version | grep -qx 'v$(NODE_VERSION)' && \
-		$(NPM_NODE) $(CONFORMANCE) --version | grep -qx '$(CONFORMANCE_VERSION)' || { \
-			echo "make tools: $(NPM_DIR) has no working Node $(NODE_VERSION) with the conformance suite $(CONFORMANCE_VERSION): check npm's output above, remove $(NPM_DIR) and rerun"; exit 1; }; \
-	}
-	@$(NPM_NODE) $(EMBEDDER_DIR)/installed.js 2>/dev/null || { \
-		echo "== npm ci in $(EMBEDDER_DIR)"; \
-		npm ci --prefix $(EMBEDDER_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error && \
-		$(NPM_NODE) $(EMBEDDER_DIR)/installed.js || { \
-			echo "make tools: $(EMBEDDER_DIR)/node_modules does not match its package-lock.json: check npm's output above, remove $(EMBEDDER_DIR)/node_modules and rerun"; exit 1; }; \
-	}
 	@grep -qs '"version": "$(MCP_SDK_VERSION)"' $(MCP_SDK)/package.json || { \
 		echo "== npm install @modelcontextprotocol/sdk@$(MCP_SDK_VERSION) into $(NPM_DIR)"; \
 		npm install --prefix $(NPM_DIR) --save-exact --ignore-scripts=false --no-audit --no-fund --loglevel=error \
@@ -183,6 +166,29 @@ tools: tools-bench
 # application, whose tools list is measured) and haproxy (the gateway
 # fleet's figures; without root they are left at 0, and the report says
 # so).
+# tools-node installs Node (the npm package node@$(NODE_VERSION)) with the
+# MCP conformance suite, and the embeddings server's npm packages: what
+# make test and make bench (the knowledge quality figures, with the real
+# test model) both need.
+tools-node:
+	@$(NPM_NODE) --version 2>/dev/null | grep -qx 'v$(NODE_VERSION)' && \
+	 $(NPM_NODE) $(CONFORMANCE) --version 2>/dev/null | grep -qx '$(CONFORMANCE_VERSION)' || { \
+		echo "== npm install node@$(NODE_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) into $(NPM_DIR)"; \
+		mkdir -p $(NPM_DIR) && \
+		echo '{"private": true, "allowScripts": {"node": true}}' > $(NPM_DIR)/package.json && \
+		npm install --prefix $(NPM_DIR) --save-exact --ignore-scripts=false --no-audit --no-fund --loglevel=error \
+			node@$(NODE_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) && \
+		$(NPM_NODE) --version | grep -qx 'v$(NODE_VERSION)' && \
+		$(NPM_NODE) $(CONFORMANCE) --version | grep -qx '$(CONFORMANCE_VERSION)' || { \
+			echo "make tools: $(NPM_DIR) has no working Node $(NODE_VERSION) with the conformance suite $(CONFORMANCE_VERSION): check npm's output above, remove $(NPM_DIR) and rerun"; exit 1; }; \
+	}
+	@$(NPM_NODE) $(EMBEDDER_DIR)/installed.js 2>/dev/null || { \
+		echo "== npm ci in $(EMBEDDER_DIR)"; \
+		npm ci --prefix $(EMBEDDER_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error && \
+		$(NPM_NODE) $(EMBEDDER_DIR)/installed.js || { \
+			echo "make tools: $(EMBEDDER_DIR)/node_modules does not match its package-lock.json: check npm's output above, remove $(EMBEDDER_DIR)/node_modules and rerun"; exit 1; }; \
+	}
+
 tools-bench:
 	@command -v haproxy >/dev/null || if [ "$$(id -u)" = 0 ]; then \
 		echo "== apt-get install haproxy"; \
@@ -218,7 +224,7 @@ fuzz:
 		done; \
 	done
 
-bench: tools-bench
+bench: tools-bench tools-node
 	@set -e; for m in $(MODULES); do \
 		(cd $$m && go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...); \
 	done
@@ -226,12 +232,12 @@ bench: tools-bench
 
 # bench-quick writes the same report with fewer iterations and no Go
 # benchmark loop: about a minute.
-bench-quick: tools-bench
+bench-quick: tools-bench tools-node
 	@$(call benchreport,1)
 
 # bench-report writes make bench's full report alone, without the Go
 # benchmark loop before it: the figures to quote, in about five minutes.
-bench-report: tools-bench
+bench-report: tools-bench tools-node
 	@$(call benchreport,)
 
 # benchreport runs TestBenchReport (integration/benchreport_test.go): real

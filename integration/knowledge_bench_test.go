@@ -86,6 +86,8 @@ type knowledgeFigures struct {
 	KnowledgeScanP99     float64 `json:"knowledge_scan_p99_us"`
 	KnowledgeSpeedupP50  float64 `json:"knowledge_speedup_ratio_p50"`
 	KnowledgeSpeedupP99  float64 `json:"knowledge_speedup_ratio_p99"`
+
+	knowledgeVectorFigures // knowledge_vector_*, _hybrid_*, _quality_*: see knowledge_vector_bench_test.go
 }
 
 // reportKeys counts the JSON keys of a flat report struct's zero value:
@@ -279,6 +281,7 @@ func benchKnowledge(tb testing.TB, quick bool) knowledgeFigures {
 	f.KnowledgeSpeedupP50, f.KnowledgeSpeedupP99 = ratio(f.KnowledgeScanP50, f.KnowledgeSearchP50), ratio(f.KnowledgeScanP99, f.KnowledgeSearchP99)
 	tb.Logf("knowledge: %d queries: search p50 %.1f µs p99 %.1f µs; old scan p50 %.1f µs p99 %.1f µs; speed-up ×%.1f p50, ×%.1f p99",
 		len(queries), f.KnowledgeSearchP50, f.KnowledgeSearchP99, f.KnowledgeScanP50, f.KnowledgeScanP99, f.KnowledgeSpeedupP50, f.KnowledgeSpeedupP99)
+	f.knowledgeVectorFigures = benchKnowledgeVectors(tb, dir, st.Store, queries)
 	return f
 }
 

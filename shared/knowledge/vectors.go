@@ -172,6 +172,9 @@ func (i *Index) Embed(ctx context.Context, progress EmbedProgress) (int, error) 
 	for {
 		todo, err := i.unembedded(ctx, after, batch)
 		if err != nil || len(todo) == 0 {
+			if done >= batchSize {
+				i.checkpoint(ctx)
+			}
 			return done, err
 		}
 		after = todo[len(todo)-1].id
@@ -203,6 +206,24 @@ func (i *Index) Embed(ctx context.Context, progress EmbedProgress) (int, error) 
 		if progress != nil {
 			progress(done, total)
 		}
+		if done >= checkpointEvery && done%checkpointEvery < len(todo) {
+			i.checkpoint(ctx)
+		}
+	}
+}
+
+// checkpointEvery is how many vectors Embed stores between checkpoints:
+// a first embedding of a large store otherwise leaves a write-ahead log
+// as large as its vectors, which every read looks pages up in.
+const checkpointEvery = 8192
+
+// checkpoint copies the write-ahead log into the database and empties
+// it. Failing (a reader holding an old snapshot) leaves that for later.
+func (i *Index) checkpoint(ctx context.Context) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	if _, err := i.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		i.log.Debug("checkpointing the knowledge index", "store", i.store, "error", err)
 	}
 }
 

@@ -3,27 +3,37 @@ package knowledge
 import (
 	"cmp"
 	"encoding/json"
+	"math"
 	"math/bits"
 	"slices"
 	"sync"
 )
 
-// The vector search. Each vector is held in memory as one bit a
-// dimension, the sign of its difference from the mean of the vectors
-// (dim/8 bytes: 64 for 512 dimensions, 7 MiB for 112 thousand sections),
-// and a query is compared with all of them by Hamming distance, which
-// approximates the angle between the two. The nearest [rerankDepth] by
-// that measure are then read from the store as the float32 vectors they
-// are (through SQLite's memory map: page cache, not the process's own
-// memory) and ranked by their cosine. A scan of 112 thousand codes is
-// some 900 thousand popcounts, well under a millisecond, and the rerank
-// of a few hundred candidates is about as cheap, so the search needs no
-// graph to build or keep in step with every edit, and an edit costs one
-// code. Recall against exact search is measured in the benchmarks.
+// The vector search, in three steps over what is held in memory, so a
+// search needs no graph to build or keep in step with every edit, and an
+// edit costs one entry:
+//
+//  1. Each vector has a code of one bit a dimension, the sign of its
+//     difference from the mean of the vectors (64 bytes for 512
+//     dimensions). The query's code is compared with all of them by
+//     Hamming distance (a popcount a word: about a millisecond for 112
+//     thousand sections), keeping the nearest [wideDepth].
+//  2. Those are ranked by the query itself against their codes (one
+//     table lookup a byte, with each vector's scale and shift), which
+//     estimates the cosine far better than two codes do; the best
+//     [rerankDepth] go on.
+//  3. Those are ranked by their cosine with the query, from each
+//     vector's numbers held as bytes (dim bytes a vector).
+//
+// Memory is dim+80 bytes a section: 65 MiB for the 112 thousand
+// sections of the benchmark corpus at 512 dimensions, 2 MiB for a few
+// thousand. The float32 vectors stay in the store (read when the index
+// loads). Recall against comparing every vector exactly is measured by
+// the benchmarks (make bench: knowledge_vector_recall_at10).
 const (
 	// rerankDepth is how many candidates the codes nominate for each
-	// search, before the exact rerank.
-	rerankDepth = 256
+	// search, ranked then by their bytes.
+	rerankDepth = 1024
 	// wideDepth is how many codes the Hamming distance keeps for the
 	// finer estimate that picks the rerank's candidates.
 	wideDepth = 4096
@@ -44,9 +54,19 @@ type vectorIndex struct {
 	mean  []float32 // what codes are centred on; nil: not centred
 	ids   []int64   // section id of each code; -1: forgotten
 	codes []uint64  // len(ids)*words
-	at    map[int64]int
-	seq   int64 // highest seq loaded
-	dead  int
+	// scale and shift complete each code: the vector v is estimated as
+	// mean + scale*signs, the signs its code's, scale the mean size of
+	// v-mean's numbers (the closest multiple of the signs to it), and
+	// shift is mean·(v-mean), the part of a cosine the signs do not see.
+	scale, shift []float32
+	// fine holds each vector's numbers as bytes (len(ids)*dim), each
+	// times fineScale of its vector: the candidates' cosines are ranked
+	// from them, well within the gaps that order them.
+	fine      []int8
+	fineScale []float32
+	at        map[int64]int
+	seq       int64 // highest seq loaded
+	dead      int
 
 	// sections counts the store's sections at version countedVer.
 	sections   int
@@ -57,6 +77,7 @@ type vectorIndex struct {
 // rebuild replaced the store's content, the codes describe nothing in it.
 func (x *vectorIndex) reset() {
 	x.dim, x.words, x.mean, x.ids, x.codes, x.at, x.seq, x.dead = 0, 0, nil, nil, nil, nil, 0, 0
+	x.scale, x.shift, x.fine, x.fineScale = nil, nil, nil, nil
 }
 
 // forget drops the codes of removed sections.
@@ -125,6 +146,20 @@ func (x *vectorIndex) sync(s *snapshot) error {
 		x.at[id] = len(x.ids)
 		x.ids = append(x.ids, id)
 		x.codes = x.code(x.codes, v)
+		var l1, shift float32
+		for k, f := range v {
+			if x.mean != nil {
+				f -= x.mean[k]
+				shift += x.mean[k] * f
+			}
+			if f < 0 {
+				f = -f
+			}
+			l1 += f
+		}
+		x.scale = append(x.scale, l1/float32(x.dim))
+		x.shift = append(x.shift, shift)
+		x.fine, x.fineScale = appendFine(x.fine, x.fineScale, v)
 	}
 	if err := rows.Err(); err != nil {
 		return s.i.storeErr("searching the index", err)
@@ -202,7 +237,7 @@ func (x *vectorIndex) code(codes []uint64, v []float32) []uint64 {
 // taken with the sign its code's bit gives, summed through a table of
 // each byte's 256 sums), which estimates the cosine far better than two
 // codes do, since only one side is rounded. The caller holds x.mu.
-func (x *vectorIndex) nearest(q []float32, limit int) []int64 {
+func (x *vectorIndex) nearest(q []float32, limit int) []int {
 	if len(x.ids) == 0 || len(q) != x.dim {
 		return nil
 	}
@@ -230,7 +265,7 @@ func (x *vectorIndex) nearest(q []float32, limit int) []int64 {
 	}
 	table := x.table(q)
 	type near struct {
-		id    int64
+		at    int
 		score float32
 	}
 	out := make([]near, 0, wide+64)
@@ -246,19 +281,56 @@ func (x *vectorIndex) nearest(q []float32, limit int) []int64 {
 				sc += t[b*256+int(byte(word>>(8*b)))]
 			}
 		}
-		out = append(out, near{x.ids[n], sc})
+		out = append(out, near{n, x.scale[n]*sc + x.shift[n]})
 	}
 	slices.SortFunc(out, func(a, b near) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
 		}
+		return cmp.Compare(a.at, b.at)
+	})
+	at := make([]int, 0, min(limit, len(out)))
+	for _, n := range out[:min(limit, len(out))] {
+		at = append(at, n.at)
+	}
+	return at
+}
+
+// appendFine appends v's numbers as bytes, and their scale.
+func appendFine(fine []int8, scales []float32, v []float32) ([]int8, []float32) {
+	var top float32
+	for _, f := range v {
+		top = max(top, f, -f)
+	}
+	scale := top / 127
+	if scale == 0 {
+		scale = 1
+	}
+	for _, f := range v {
+		fine = append(fine, int8(math.Round(float64(f/scale))))
+	}
+	return fine, append(scales, scale)
+}
+
+// rescore ranks the codes at positions by q's cosine with their bytes,
+// and returns the best limit, best first. The caller holds x.mu.
+func (x *vectorIndex) rescore(q []float32, positions []int, limit int) []scored {
+	out := make([]scored, 0, len(positions))
+	for _, n := range positions {
+		b := x.fine[n*x.dim : (n+1)*x.dim]
+		var sum float32
+		for k, f := range q {
+			sum += f * float32(b[k])
+		}
+		out = append(out, scored{id: x.ids[n], score: float64(sum * x.fineScale[n])})
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
 		return cmp.Compare(a.id, b.id)
 	})
-	ids := make([]int64, 0, min(limit, len(out)))
-	for _, n := range out[:min(limit, len(out))] {
-		ids = append(ids, n.id)
-	}
-	return ids
+	return out[:min(limit, len(out))]
 }
 
 // table returns, for each byte of a code, the sum of q's centred numbers
@@ -302,51 +374,47 @@ func (s *snapshot) vectorRank(q []float32, topK int) ([]scored, error) {
 		x.mu.Unlock()
 		return nil, err
 	}
-	cands := x.nearest(q, max(rerankDepth, topK))
+	// Twice what is asked for, so that sections another process removed
+	// since the codes were loaded can be left out.
+	best := x.rescore(q, x.nearest(q, max(rerankDepth, topK)), 2*topK)
 	x.mu.Unlock()
-	if len(cands) == 0 {
+	if len(best) == 0 {
 		return nil, nil
 	}
-	list, _ := json.Marshal(cands)
-	rows, err := s.query(`SELECT id, v FROM vectors WHERE id IN (SELECT value FROM json_each(?1))`, string(list))
+	ids := make([]int64, len(best))
+	for n, b := range best {
+		ids[n] = b.id
+	}
+	list, _ := json.Marshal(ids)
+	rows, err := s.query(`SELECT id FROM vectors WHERE id IN (SELECT value FROM json_each(?1))`, string(list))
 	if err != nil {
 		return nil, s.i.storeErr("searching the index", err)
 	}
 	defer rows.Close()
-	out := make([]scored, 0, len(cands))
-	found := make(map[int64]bool, len(cands))
-	v := make([]float32, len(q))
+	found := make(map[int64]bool, len(best))
 	for rows.Next() {
 		var id int64
-		var blob []byte
-		if err := rows.Scan(&id, &blob); err != nil {
+		if err := rows.Scan(&id); err != nil {
 			return nil, s.i.storeErr("searching the index", err)
 		}
 		found[id] = true
-		if !decodeVector(blob, v) {
-			continue
-		}
-		out = append(out, scored{id: id, score: dot(q, v)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.i.storeErr("searching the index", err)
 	}
-	if len(found) < len(cands) {
-		// Sections another process removed: their codes go too.
-		var gone []int64
-		for _, id := range cands {
-			if !found[id] {
-				gone = append(gone, id)
-			}
+	out := best[:0]
+	var gone []int64
+	for _, b := range best {
+		if found[b.id] {
+			out = append(out, b)
+		} else {
+			gone = append(gone, b.id)
 		}
+	}
+	if len(gone) > 0 {
+		// Sections another process removed: their codes go too.
 		x.forget(gone)
 	}
-	slices.SortFunc(out, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	})
 	return out[:min(topK, len(out))], nil
 }
 
