@@ -151,9 +151,9 @@ func (c *Client) Embed(ctx context.Context, texts []string, dim int) ([][]float3
 		return nil, fmt.Errorf("%w: %s: the answer is larger than %d bytes for %d texts", ErrBadAnswer, c.url, limit, len(texts))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: %s: %s%s", ErrUnreachable, c.url, resp.Status, errorText(data))
+		return nil, fmt.Errorf("%w: %s: %s%s", ErrUnreachable, c.url, clean(resp.Status, c.key), errorText(data, c.key))
 	}
-	return parse(data, len(texts), dim)
+	return parse(data, len(texts), dim, c.key)
 }
 
 // answer is the API's answer.
@@ -166,14 +166,14 @@ type answer struct {
 }
 
 // parse checks an answer for n texts and returns its vectors in input
-// order.
-func parse(data []byte, n, dim int) ([][]float32, error) {
+// order; key is redacted from a message the server sent.
+func parse(data []byte, n, dim int, key string) ([][]float32, error) {
 	var a answer
 	if err := json.Unmarshal(data, &a); err != nil {
 		return nil, fmt.Errorf("%w: not the JSON of an embeddings answer: %w", ErrBadAnswer, err)
 	}
 	if len(a.Error) > 0 && string(a.Error) != "null" {
-		return nil, fmt.Errorf("%w: an error in a 200 answer%s", ErrBadAnswer, errorText(data))
+		return nil, fmt.Errorf("%w: an error in a 200 answer%s", ErrBadAnswer, errorText(data, key))
 	}
 	if len(a.Data) != n {
 		return nil, fmt.Errorf("%w: %d vectors for %d texts", ErrBadAnswer, len(a.Data), n)
@@ -216,9 +216,9 @@ func parse(data []byte, n, dim int) ([][]float32, error) {
 	return out, nil
 }
 
-// errorText returns the message of an OpenAI-style error body, clipped,
-// for an error: ": <message>", or "" when there is none.
-func errorText(data []byte) string {
+// errorText returns the message of an OpenAI-style error body, cleaned
+// of key, for an error: ": <message>", or "" when there is none.
+func errorText(data []byte, key string) string {
 	var e struct {
 		Error json.RawMessage `json:"error"`
 	}
@@ -234,14 +234,26 @@ func errorText(data []byte) string {
 	case json.Unmarshal(e.Error, &obj) == nil:
 		msg = obj.Message
 	}
-	msg = strings.Join(strings.Fields(msg), " ")
-	if len(msg) > 200 {
-		msg = msg[:200] + "…"
-	}
-	if msg == "" {
+	if msg = clean(msg, key); msg == "" {
 		return ""
 	}
 	return ": " + msg
+}
+
+// clean makes text from the server fit an error: on one line, without
+// key (servers and proxies echo the Authorization header, and the error
+// reaches logs and the model's tier line), and clipped to 200 bytes on a
+// character boundary. The key goes before the clip, so no prefix of it
+// survives.
+func clean(text, key string) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if key != "" {
+		text = strings.ReplaceAll(text, key, "[redacted]")
+	}
+	if len(text) > 200 {
+		text = strings.ToValidUTF8(text[:200], "") + "…"
+	}
+	return text
 }
 
 // stripURL drops the URL net/http puts in its errors: the caller names it
