@@ -9,7 +9,7 @@ import (
 	"sync"
 )
 
-// The vector search, in three steps over what is held in memory, so a
+// The vector search, in two steps over what is held in memory, so a
 // search needs no graph to build or keep in step with every edit, and an
 // edit costs one entry:
 //
@@ -17,26 +17,25 @@ import (
 //     difference from the mean of the vectors (64 bytes for 512
 //     dimensions). The query's code is compared with all of them by
 //     Hamming distance (a popcount a word: about a millisecond for 112
-//     thousand sections), keeping the nearest [wideDepth].
-//  2. Those are ranked by the query itself against their codes (one
-//     table lookup a byte, with each vector's scale and shift), which
-//     estimates the cosine far better than two codes do; the best
-//     [rerankDepth] go on.
-//  3. Those are ranked by their cosine with the query, from each
-//     vector's numbers held as bytes (dim bytes a vector).
+//     thousand sections), keeping the nearest [candidates].
+//  2. Those are ranked by their cosine with the query, from each
+//     vector's difference from the mean held as bytes (dim bytes a
+//     vector, each with its scale).
 //
-// Memory is dim+80 bytes a section: 65 MiB for the 112 thousand
-// sections of the benchmark corpus at 512 dimensions, 2 MiB for a few
-// thousand. The float32 vectors stay in the store (read when the index
-// loads). Recall against comparing every vector exactly is measured by
-// the benchmarks (make bench: knowledge_vector_recall_at10).
+// Memory is dim+20 bytes a section, with the map from section to
+// entry: some 60 MiB for the 112 thousand sections of the benchmark
+// corpus at 512 dimensions, 2 MiB for a few thousand. The float32
+// vectors stay in the store (read when the index loads). Recall against
+// comparing every vector exactly is measured by the benchmarks (make
+// bench: knowledge_vector_recall_at10). A finer estimate between the
+// two steps (the query against the signs, through a table a byte) was
+// tried and dropped: at 112 thousand sections it kept fewer of the true
+// nearest than the Hamming distance does.
 const (
-	// rerankDepth is how many candidates the codes nominate for each
-	// search, ranked then by their bytes.
-	rerankDepth = 1024
-	// wideDepth is how many codes the Hamming distance keeps for the
-	// finer estimate that picks the rerank's candidates.
-	wideDepth = 4096
+	// candidates is how many codes nearest the query's are ranked by
+	// their bytes: at the benchmark's 112 thousand sections, 4,096 keep
+	// recall@10 above 0.95 (1,024 gave 0.88) for some 5 ms a search.
+	candidates = 4096
 	// minCentred is how many vectors the index needs before it centres
 	// the codes on their mean: with fewer, a mean says little, and exact
 	// search of so few costs nothing anyway.
@@ -54,11 +53,6 @@ type vectorIndex struct {
 	mean  []float32 // what codes are centred on; nil: not centred
 	ids   []int64   // section id of each code; -1: forgotten
 	codes []uint64  // len(ids)*words
-	// scale and shift complete each code: the vector v is estimated as
-	// mean + scale*signs, the signs its code's, scale the mean size of
-	// v-mean's numbers (the closest multiple of the signs to it), and
-	// shift is mean·(v-mean), the part of a cosine the signs do not see.
-	scale, shift []float32
 	// fine holds each vector's numbers as bytes (len(ids)*dim), each
 	// times fineScale of its vector: the candidates' cosines are ranked
 	// from them, well within the gaps that order them.
@@ -77,7 +71,7 @@ type vectorIndex struct {
 // rebuild replaced the store's content, the codes describe nothing in it.
 func (x *vectorIndex) reset() {
 	x.dim, x.words, x.mean, x.ids, x.codes, x.at, x.seq, x.dead = 0, 0, nil, nil, nil, nil, 0, 0
-	x.scale, x.shift, x.fine, x.fineScale = nil, nil, nil, nil
+	x.fine, x.fineScale = nil, nil
 }
 
 // forget drops the codes of removed sections.
@@ -146,20 +140,7 @@ func (x *vectorIndex) sync(s *snapshot) error {
 		x.at[id] = len(x.ids)
 		x.ids = append(x.ids, id)
 		x.codes = x.code(x.codes, v)
-		var l1, shift float32
-		for k, f := range v {
-			if x.mean != nil {
-				f -= x.mean[k]
-				shift += x.mean[k] * f
-			}
-			if f < 0 {
-				f = -f
-			}
-			l1 += f
-		}
-		x.scale = append(x.scale, l1/float32(x.dim))
-		x.shift = append(x.shift, shift)
-		x.fine, x.fineScale = appendFine(x.fine, x.fineScale, v)
+		x.fine, x.fineScale = appendFine(x.fine, x.fineScale, v, x.mean)
 	}
 	if err := rows.Err(); err != nil {
 		return s.i.storeErr("searching the index", err)
@@ -230,13 +211,8 @@ func (x *vectorIndex) code(codes []uint64, v []float32) []uint64 {
 	return codes
 }
 
-// nearest returns the section ids of the limit codes nearest q, nearest
-// first. It ranks in two steps: the Hamming distance between q's code and
-// each code (a popcount a word) keeps the [wideDepth] nearest; those are
-// ranked again by q itself against their codes (q's centred numbers, each
-// taken with the sign its code's bit gives, summed through a table of
-// each byte's 256 sums), which estimates the cosine far better than two
-// codes do, since only one side is rounded. The caller holds x.mu.
+// nearest returns the positions of the limit codes nearest q's by
+// Hamming distance (ties in position order). The caller holds x.mu.
 func (x *vectorIndex) nearest(q []float32, limit int) []int {
 	if len(x.ids) == 0 || len(q) != x.dim {
 		return nil
@@ -257,56 +233,50 @@ func (x *vectorIndex) nearest(q []float32, limit int) []int {
 		dist[n] = uint16(d)
 		hist[d]++
 	}
-	wide := max(wideDepth, limit)
+	// The distance within which limit codes lie.
 	bound, seen := 0, 0
-	for bound < len(hist) && seen+hist[bound] < wide {
+	for bound < len(hist) && seen+hist[bound] < limit {
 		seen += hist[bound]
 		bound++
 	}
-	table := x.table(q)
-	type near struct {
-		at    int
-		score float32
-	}
-	out := make([]near, 0, wide+64)
+	out := make([]int, 0, min(limit, len(x.ids)))
 	for n, d := range dist {
-		if int(d) > bound || x.ids[n] < 0 {
-			continue
+		if int(d) < bound {
+			out = append(out, n)
 		}
-		var sc float32
-		c := x.codes[n*x.words : (n+1)*x.words]
-		for w, word := range c {
-			t := table[w*8*256:]
-			for b := range 8 {
-				sc += t[b*256+int(byte(word>>(8*b)))]
-			}
-		}
-		out = append(out, near{n, x.scale[n]*sc + x.shift[n]})
 	}
-	slices.SortFunc(out, func(a, b near) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
+	for n, d := range dist {
+		if len(out) == limit {
+			break
 		}
-		return cmp.Compare(a.at, b.at)
-	})
-	at := make([]int, 0, min(limit, len(out)))
-	for _, n := range out[:min(limit, len(out))] {
-		at = append(at, n.at)
+		if int(d) == bound {
+			out = append(out, n)
+		}
 	}
-	return at
+	return out
 }
 
-// appendFine appends v's numbers as bytes, and their scale.
-func appendFine(fine []int8, scales []float32, v []float32) ([]int8, []float32) {
+// appendFine appends the numbers of v-mean as bytes, and their scale.
+// Centred, they span a fraction of what v's do when the vectors share a
+// direction (as embeddings do: most pairs have a cosine well above 0), so
+// the bytes keep the differences that rank them; q·mean, the rest of the
+// cosine, is the same for every vector of a query.
+func appendFine(fine []int8, scales []float32, v, mean []float32) ([]int8, []float32) {
 	var top float32
-	for _, f := range v {
+	for k, f := range v {
+		if mean != nil {
+			f -= mean[k]
+		}
 		top = max(top, f, -f)
 	}
 	scale := top / 127
 	if scale == 0 {
 		scale = 1
 	}
-	for _, f := range v {
+	for k, f := range v {
+		if mean != nil {
+			f -= mean[k]
+		}
 		fine = append(fine, int8(math.Round(float64(f/scale))))
 	}
 	return fine, append(scales, scale)
@@ -315,6 +285,10 @@ func appendFine(fine []int8, scales []float32, v []float32) ([]int8, []float32) 
 // rescore ranks the codes at positions by q's cosine with their bytes,
 // and returns the best limit, best first. The caller holds x.mu.
 func (x *vectorIndex) rescore(q []float32, positions []int, limit int) []scored {
+	var base float64 // q·mean
+	for k := range x.mean {
+		base += float64(q[k] * x.mean[k])
+	}
 	out := make([]scored, 0, len(positions))
 	for _, n := range positions {
 		b := x.fine[n*x.dim : (n+1)*x.dim]
@@ -322,7 +296,7 @@ func (x *vectorIndex) rescore(q []float32, positions []int, limit int) []scored 
 		for k, f := range q {
 			sum += f * float32(b[k])
 		}
-		out = append(out, scored{id: x.ids[n], score: float64(sum * x.fineScale[n])})
+		out = append(out, scored{id: x.ids[n], score: base + float64(sum*x.fineScale[n])})
 	}
 	slices.SortFunc(out, func(a, b scored) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
@@ -333,37 +307,6 @@ func (x *vectorIndex) rescore(q []float32, positions []int, limit int) []scored 
 	return out[:min(limit, len(out))]
 }
 
-// table returns, for each byte of a code, the sum of q's centred numbers
-// of that byte's eight dimensions, each positive where the byte's bit is
-// set and negative where not, for all 256 bytes: a code's estimate of
-// q's cosine is then one lookup a byte.
-func (x *vectorIndex) table(q []float32) []float32 {
-	t := make([]float32, x.words*8*256)
-	for j := range x.words * 8 {
-		var c [8]float32
-		for i := range 8 {
-			if k := 8*j + i; k < x.dim {
-				c[i] = q[k]
-				if x.mean != nil {
-					c[i] -= x.mean[k]
-				}
-			}
-		}
-		row := t[j*256 : (j+1)*256]
-		for b := range 256 {
-			var s float32
-			for i := range 8 {
-				if b&(1<<i) != 0 {
-					s += c[i]
-				} else {
-					s -= c[i]
-				}
-			}
-			row[b] = s
-		}
-	}
-	return t
-}
 
 // vectorRank returns the topK sections nearest q (a unit vector) by
 // cosine, best first: the codes nominate, the stored vectors decide.
@@ -376,7 +319,7 @@ func (s *snapshot) vectorRank(q []float32, topK int) ([]scored, error) {
 	}
 	// Twice what is asked for, so that sections another process removed
 	// since the codes were loaded can be left out.
-	best := x.rescore(q, x.nearest(q, max(rerankDepth, topK)), 2*topK)
+	best := x.rescore(q, x.nearest(q, max(candidates, topK)), 2*topK)
 	x.mu.Unlock()
 	if len(best) == 0 {
 		return nil, nil
