@@ -65,7 +65,7 @@ BASE_ENV  ?=
 SOAK      ?= 10m
 SOAK_RATE ?= 10
 
-.PHONY: all build test lint fuzz bench bench-quick bench-report soak run embedder tools tools-bench tools-node clean dist dist-test
+.PHONY: all build test lint fuzz bench bench-quick bench-report soak run run-knowledge embedder tools tools-bench tools-node clean dist dist-test
 
 # Release metadata, from git. VERSION is the newest v* tag without its v
 # (1.2.3, or 1.2.3-4-gabcdef1 past it, -dirty with local changes); with
@@ -268,6 +268,15 @@ run:
 	@mkdir -p bin
 	go build -o bin/devfleet ./integration/cmd/devfleet
 	exec bin/devfleet $(RUNFLAGS)
+
+# run-knowledge is make run with the repository's docs/ served as
+# knowledge and the vector tier on (integration/examples/knowledge.yaml):
+# it installs Node and the embeddings server's packages, and the launcher
+# starts tools/embedder on 127.0.0.1:8090 before the fleet.
+run-knowledge: tools-node
+	@mkdir -p bin
+	go build -o bin/devfleet ./integration/cmd/devfleet
+	exec bin/devfleet -knowledge $(RUNFLAGS)
 
 # embedder runs the local embeddings server (tools/embedder) in the
 # foreground on 127.0.0.1:EMBEDDER_PORT, one log line per request on

@@ -40,6 +40,10 @@ type options struct {
 	Agents       int
 	Config       string
 	StartTimeout time.Duration
+	// Knowledge serves the repository's docs/ as knowledge with the
+	// vector tier on: tools/embedder is started on EmbedderPort first.
+	Knowledge    bool
+	EmbedderPort int
 }
 
 // child is one started process and its log file.
@@ -60,6 +64,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	if o.Config == "" {
 		o.Config = filepath.Join(root, "integration", "examples", "demo.yaml")
+		if o.Knowledge {
+			o.Config = filepath.Join(root, "integration", "examples", "knowledge.yaml")
+		}
 	}
 	if o.Dir == "" {
 		if o.Dir, err = os.MkdirTemp("", "fiskfleet-dev-"); err != nil {
@@ -102,7 +109,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	)
 	var children []*child
 	defer func() { stopAll(children, stderr) }()
-	exited := make(chan *child, o.Agents+1)
+	exited := make(chan *child, o.Agents+2)
 
 	start := func(name, ready string, args ...string) error {
 		c, err := startChild(name, filepath.Join(logDir, name+".log"), env, exited, args...)
@@ -117,6 +124,16 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s did not start: %w\n%s", name, err, tail(c.log))
 		}
 		return nil
+	}
+	if o.Knowledge {
+		node := filepath.Join(root, "bin", "npm", "node_modules", ".bin", "node")
+		script := filepath.Join(root, "tools", "embedder", "server.js")
+		if _, err := os.Stat(filepath.Join(root, "tools", "embedder", "node_modules")); err != nil {
+			return fmt.Errorf("the embeddings server's packages are not installed: run make tools-node (make run-knowledge does)")
+		}
+		if err := start("embedder", "listening http://", node, script, "--port", strconv.Itoa(o.EmbedderPort)); err != nil {
+			return fmt.Errorf("%w (is port %d taken? the knowledge config names it in knowledge.embeddings.base_url)", err, o.EmbedderPort)
+		}
 	}
 	for i := 1; i <= o.Agents; i++ {
 		if err := start(fmt.Sprintf("agent-%d", i), "serving over A2A", filepath.Join(binDir, "a2a-agent"), "serve", "--config", o.Config); err != nil {

@@ -26,6 +26,8 @@ func main() {
 	flag.IntVar(&o.NATSPort, "nats-port", 4222, "NATS port on 127.0.0.1; a free port is used when it is taken")
 	flag.IntVar(&o.Agents, "agents", 2, "a2a-agent processes to start on identity demo")
 	flag.StringVar(&o.Config, "config", "", "agent configuration (default: integration/examples/demo.yaml)")
+	flag.BoolVar(&o.Knowledge, "knowledge", false, "serve the repository's docs/ as knowledge with the vector tier on (starts tools/embedder; default config: integration/examples/knowledge.yaml)")
+	flag.IntVar(&o.EmbedderPort, "embedder-port", 8090, "port of the embeddings server on 127.0.0.1 with -knowledge (the one knowledge.yaml names)")
 	flag.DurationVar(&o.StartTimeout, "start-timeout", 60*time.Second, "how long each child may take to become ready")
 	flag.Parse()
 
