@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,9 @@ func (v VectorIdentity) sameSetup(e *Embeddings) bool {
 
 // identityKey is the meta key of the pinned [VectorIdentity].
 const identityKey = "vectors"
+
+// seqKey is the meta key of the highest seq given to a vector.
+const seqKey = "vectors_seq"
 
 // ErrEmbeddings is an embeddings server that could not embed what an
 // update had to: unreachable, or answering wrongly. The message names
@@ -313,8 +317,12 @@ func (i *Index) storeVectors(ctx context.Context, sections []pendingSection, vec
 			}
 		}
 	}
+	// seq continues from the highest ever given, not from the vectors
+	// left: a replaced section's vector leaves with it, and a seq after
+	// what is left would repeat one a search has loaded already, so the
+	// vector given it would never be loaded.
 	var seq int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM vectors`).Scan(&seq); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT max(coalesce((SELECT max(seq) FROM vectors), 0), coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?1), 0))`, seqKey).Scan(&seq); err != nil {
 		return 0, i.storeErr("reading the index", err)
 	}
 	stored := 0
@@ -329,6 +337,9 @@ func (i *Index) storeVectors(ctx context.Context, sections []pendingSection, vec
 		if k, _ := res.RowsAffected(); k > 0 {
 			stored++
 		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, seqKey, strconv.FormatInt(seq, 10)); err != nil {
+		return 0, i.storeErr("writing the index", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, i.storeErr("writing the index", err)

@@ -319,3 +319,37 @@ func variedCorpus(tb testing.TB, n int) string {
 	}
 	return dir
 }
+
+// TestVectorEditOfNewest edits the document holding the newest vectors,
+// with no search between the update and the embedding, as a serving
+// gateway's watcher and embedding loop do: the searches after see the
+// new vectors, with no section left missing. The trigger that removes a
+// replaced section's vector lowers max(seq), so a seq taken from it
+// would repeat, and an index that loaded the old one would never load
+// the new.
+func TestVectorEditOfNewest(t *testing.T) {
+	w := startWordVectors(t, 64)
+	dir := vectorDocs(t)
+	idx := openIndex(t, dir, Options{Embeddings: wordTier(w, "words")})
+	update(t, idx)
+	embedAll(t, idx)
+	const want = "hybrid (model=words, dim=64)"
+	if res, err := idx.Search(t.Context(), "retention of messages", 3); err != nil || res.Tier != want {
+		t.Fatalf("search before the edit: got tier %q (%v), want %q", res.Tier, err, want)
+	}
+	// streams.md is indexed last: its sections hold the highest seqs.
+	writeFile(t, dir, "streams.md", "# Streams\n\nA stream keeps a mirror of another.\n\n## Sources\n\nA sourced stream copies messages from many.\n")
+	update(t, idx)
+	if n := embedAll(t, idx); n == 0 {
+		t.Fatal("the edit embedded nothing")
+	}
+	for range 2 {
+		res, err := idx.Search(t.Context(), "sourced stream copies", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Tier != want || len(res.Hits) == 0 || res.Hits[0].Document != "streams.md" {
+			t.Errorf("search after the edit: got tier %q, hits %+v; want %q with streams.md first", res.Tier, res.Hits, want)
+		}
+	}
+}
