@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,6 +99,7 @@ type Option func(*options)
 
 type options struct {
 	keyEnv, key string
+	port        int
 }
 
 // WithAPIKeyEnv sets the environment variable name to value in the
@@ -108,6 +110,15 @@ type options struct {
 // [Start], as the server refuses to start with an empty key.
 func WithAPIKeyEnv(name, value string) Option {
 	return func(o *options) { o.keyEnv, o.key = name, value }
+}
+
+// WithPort makes the server listen on port instead of one the kernel
+// picks: to start a server again where a killed one listened, so that a
+// client configured with the old [Server.URL] finds the new one. Take the
+// port from an earlier server's URL ([Server.Port]); a port another
+// process holds fails [Start], as the server cannot listen.
+func WithPort(port int) Option {
+	return func(o *options) { o.port = port }
 }
 
 // Available reports whether [Start] can run the server: the Node and the
@@ -171,7 +182,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		tb.Fatal(err)
 	}
 
-	args := []string{script, "--host", "127.0.0.1", "--port", "0", "--exit-on-stdin-close"}
+	args := []string{script, "--host", "127.0.0.1", "--port", strconv.Itoa(o.port), "--exit-on-stdin-close"}
 	env := os.Environ()
 	if o.keyEnv != "" {
 		args = append(args, "--api-key-env", o.keyEnv)
@@ -215,6 +226,9 @@ func Start(tb testing.TB, opts ...Option) *Server {
 			tb.Fatalf("embedtest: the embedder's listening line: %v", err)
 		}
 		s.URL = u
+		if o.port != 0 && s.Port() != o.port {
+			tb.Fatalf("embedtest: the embedder listens at %s, want port %d", u, o.port)
+		}
 	case <-s.done:
 		tb.Fatalf("embedtest: the embedder exited before listening (%s):\nstdout:\n%s\nstderr:\n%s", s.status(), s.stdout.String(), s.stderr.String())
 	case <-timer.C:
@@ -235,6 +249,16 @@ func checkURL(raw string) error {
 		return fmt.Errorf("got %q, want http://127.0.0.1:PORT/v1", raw)
 	}
 	return nil
+}
+
+// Port returns the port the server listens on, from [Server.URL].
+func (s *Server) Port() int {
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return 0
+	}
+	p, _ := strconv.Atoi(u.Port())
+	return p
 }
 
 // Stop stops the server with SIGTERM and waits for it to exit, killing it

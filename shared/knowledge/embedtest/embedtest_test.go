@@ -350,3 +350,18 @@ func TestStopAndKill(t *testing.T) {
 		})
 	}
 }
+
+// TestWithPort starts a server again on the port of one that was killed:
+// a client holding the old URL reaches the new one.
+func TestWithPort(t *testing.T) {
+	first := embedtest.Start(t)
+	embed(t, first, "hello")
+	first.Kill()
+	again := embedtest.Start(t, embedtest.WithPort(first.Port()))
+	if again.URL != first.URL {
+		t.Fatalf("got URL %s, want %s", again.URL, first.URL)
+	}
+	if got := embed(t, again, "hello"); len(got) != 1 || len(got[0]) != embedtest.Dimensions {
+		t.Errorf("got %d vectors, want one of %d numbers", len(got), embedtest.Dimensions)
+	}
+}
