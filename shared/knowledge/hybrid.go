@@ -200,6 +200,11 @@ func (i *Index) queryVector(ctx context.Context, query string) ([]float32, strin
 	}
 	if o.pause > 0 {
 		i.log.Info("knowledge embeddings server answers again", "url", e.Client.URL())
+		// The sections left without vectors need not wait for the
+		// embedding loop's own next try.
+		if kick := i.kickEmbed.Load(); kick != nil {
+			(*kick)()
+		}
 	}
 	o.pause, o.until, o.reason = 0, time.Time{}, ""
 	return embed.Unit(vecs[0]), ""

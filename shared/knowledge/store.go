@@ -142,6 +142,9 @@ type Index struct {
 	vec vectorIndex
 	// outage is the embeddings server's state as searches met it.
 	outage outage
+	// kickEmbed, while Run runs with knowledge.embeddings, wakes its
+	// embedding loop.
+	kickEmbed atomic.Pointer[func()]
 
 	// counts are the section counts of common terms searches weigh by,
 	// for one version of the index (see [snapshot.weigh]).

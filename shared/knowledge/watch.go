@@ -106,6 +106,8 @@ func (i *Index) Run(ctx context.Context, onChange func(Changes)) error {
 			}
 		}
 		go i.embedLoop(ctx, kicks)
+		i.kickEmbed.Store(&kick)
+		defer i.kickEmbed.Store(nil)
 		kick()
 	}
 	if every := i.checkEvery(); every > 0 {
