@@ -1,7 +1,6 @@
 package knowledge
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -71,12 +70,7 @@ func fuse(lexical, vector []scored, wv float64, topK int) []scored {
 		// In hundredths: a first place in one ranking scores about 1.6.
 		out = append(out, scored{id: id, score: 100 * sc})
 	}
-	slices.SortFunc(out, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	})
+	slices.SortFunc(out, bestFirst)
 	return out[:min(topK, len(out))]
 }
 

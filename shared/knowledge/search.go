@@ -311,6 +311,15 @@ type scored struct {
 	score float64
 }
 
+// bestFirst orders a ranking: best score first, then lower row id (the
+// order FTS5 gives ties).
+func bestFirst(a, b scored) int {
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
 // foundSection is a ranked section read back for the answer.
 type foundSection struct {
 	h          Hit
@@ -581,12 +590,7 @@ func (s *snapshot) bm25(match string, limit int, bounded bool) ([]scored, error)
 	if bounded {
 		// The order of the unbounded query: best score first, then
 		// lower row id.
-		slices.SortFunc(out, func(a, b scored) int {
-			if c := cmp.Compare(b.score, a.score); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.id, b.id)
-		})
+		slices.SortFunc(out, bestFirst)
 		out = out[:min(limit, len(out))]
 	}
 	return out, nil

@@ -1,7 +1,6 @@
 package knowledge
 
 import (
-	"cmp"
 	"encoding/json"
 	"math"
 	"math/bits"
@@ -298,15 +297,9 @@ func (x *vectorIndex) rescore(q []float32, positions []int, limit int) []scored 
 		}
 		out = append(out, scored{id: x.ids[n], score: base + float64(sum*x.fineScale[n])})
 	}
-	slices.SortFunc(out, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	})
+	slices.SortFunc(out, bestFirst)
 	return out[:min(limit, len(out))]
 }
-
 
 // vectorRank returns the topK sections nearest q (a unit vector) by
 // cosine, best first: the codes nominate, the stored vectors decide.
@@ -384,12 +377,7 @@ func (s *snapshot) exactVectorRank(q []float32, topK int) ([]scored, error) {
 	if err := rows.Err(); err != nil {
 		return nil, s.i.storeErr("searching the index", err)
 	}
-	slices.SortFunc(out, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	})
+	slices.SortFunc(out, bestFirst)
 	return out[:min(topK, len(out))], nil
 }
 
