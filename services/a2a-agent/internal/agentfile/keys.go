@@ -125,6 +125,15 @@ func entries(identity string) map[string]entry {
 		"knowledge.max_result_bytes": {value: strconv.Itoa(spec.DefaultMaxResultBytes), note: "cap on one knowledge_search answer"},
 		"knowledge.check_interval":   {value: duration(spec.DefaultCheckInterval), note: "how often the store is checked for damage; 0 turns the check off"},
 
+		"knowledge.embeddings":                 {note: "the vector tier: sections embedded through an OpenAI-compatible server"},
+		"knowledge.embeddings.base_url":        {value: "http://127.0.0.1:11434/v1", note: "required: the API root; https unless on loopback"},
+		"knowledge.embeddings.model":           {value: "MODEL", note: "required: the model the server embeds with"},
+		"knowledge.embeddings.api_key_env":     {value: `""`, note: "variable holding the server's key; scrubbed from commands"},
+		"knowledge.embeddings.timeout":         {value: duration(spec.DefaultEmbeddingsTimeout), note: "bound on one request; a query past it is answered lexically"},
+		"knowledge.embeddings.query_prefix":    {value: `""`, note: "put before every query"},
+		"knowledge.embeddings.document_prefix": {value: `""`, note: "put before every section; {title} is its heading path"},
+		"knowledge.embeddings.batch":           {value: strconv.Itoa(spec.DefaultEmbeddingsBatch), note: "sections one request embeds"},
+
 		"audit":           {note: "the audit trail on NATS: one record per call"},
 		"audit.subject":   {value: config.AuditSubject(identity), note: "the subject records are published on"},
 		"audit.arguments": {value: config.AuditArgumentsFull, note: "full, or digest: only the arguments' SHA-256"},
