@@ -70,8 +70,10 @@ type Hit struct {
 	Title string `json:"title"`
 	// Heading is the section's heading path ("Install > From source").
 	Heading string `json:"heading,omitempty"`
-	// Score is the BM25 relevance; higher is better. Scores compare hits
-	// of one search, not across searches.
+	// Score is the relevance: BM25 for a lexical answer, the fused
+	// ranks (in hundredths) for a hybrid one, the cosine for a vector
+	// one; higher is better. Scores compare hits of one search, not
+	// across searches.
 	Score float64 `json:"score"`
 	// Text is the section, or an excerpt with matches highlighted.
 	Text string `json:"text"`
