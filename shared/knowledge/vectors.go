@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fiskfleet/fiskfleet/shared/knowledge/embed"
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/spec"
 )
 
 // Embeddings configures the vector tier (knowledge.embeddings): each
@@ -24,7 +25,8 @@ type Embeddings struct {
 	// section, with {title} replaced by the section's heading path.
 	QueryPrefix    string
 	DocumentPrefix string
-	// Batch is how many sections one request embeds; 0 means 32.
+	// Batch is how many sections one request embeds; 0 means
+	// [spec.DefaultEmbeddingsBatch].
 	Batch int
 }
 
@@ -165,7 +167,7 @@ func (i *Index) Embed(ctx context.Context, progress EmbedProgress) (int, error) 
 	defer i.embedMu.Unlock()
 	batch := e.Batch
 	if batch <= 0 {
-		batch = 32
+		batch = spec.DefaultEmbeddingsBatch
 	}
 	total, err := i.missingVectors(ctx)
 	if err != nil || total == 0 {

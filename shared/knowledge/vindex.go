@@ -87,13 +87,16 @@ func (x *vectorIndex) forget(ids []int64) {
 }
 
 // sync loads the vectors stored since the last sync, reloading all of
-// them when the store holds fewer than were loaded (emptied or rebuilt
-// by another process), when a third of the codes are of
+// them when the store has given fewer than were loaded (emptied or
+// rebuilt by another process), when a third of the codes are of
 // removed sections, or when the index has grown enough that a mean is
 // worth centring on. The caller holds x.mu.
 func (x *vectorIndex) sync(s *snapshot) error {
+	// The highest seq given, not the highest stored: removing the newest
+	// vectors (an edit of the last document embedded) lowers the one and
+	// not the other, and is no reason to reload everything.
 	var top int64
-	if err := s.queryRow(`SELECT coalesce(max(seq), 0) FROM vectors`).Scan(&top); err != nil {
+	if err := s.queryRow(`SELECT max(coalesce((SELECT max(seq) FROM vectors), 0), coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?1), 0))`, seqKey).Scan(&top); err != nil {
 		return s.i.storeErr("searching the index", err)
 	}
 	live := len(x.ids) - x.dead

@@ -20,6 +20,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/fiskfleet/fiskfleet/shared/knowledge/spec"
 )
 
 // Limits of one answer.
@@ -55,7 +57,8 @@ type Config struct {
 	// APIKey, when set, is sent as a bearer token. It is never part of an
 	// error.
 	APIKey string
-	// Timeout bounds one request; zero means 30 seconds.
+	// Timeout bounds one request; zero means
+	// [spec.DefaultEmbeddingsTimeout].
 	Timeout time.Duration
 	// HTTPClient makes the requests; nil means one without a timeout of
 	// its own (Timeout bounds each request).
@@ -81,7 +84,7 @@ func New(cfg Config) *Client {
 		client: cfg.HTTPClient,
 	}
 	if c.limit <= 0 {
-		c.limit = 30 * time.Second
+		c.limit = spec.DefaultEmbeddingsTimeout
 	}
 	if c.client == nil {
 		c.client = &http.Client{}
