@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -273,9 +274,19 @@ func TestServeRefusals(t *testing.T) {
 		t.Fatalf("creating the knowledge directory: %v", err)
 	}
 
+	// A port another listener holds: serve names the address it could not
+	// bind.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listening: %v", err)
+	}
+	defer taken.Close()
+	takenPort := strconv.Itoa(taken.Addr().(*net.TCPAddr).Port)
+
 	tests := []struct {
 		name   string
 		config string
+		port   string
 		want   []string
 	}{
 		{
@@ -293,6 +304,12 @@ func TestServeRefusals(t *testing.T) {
 			config: "identity: demo\nexpose:\n  agent:\n    mcp: {}\n",
 			want:   []string{"nothing to serve over MCP", "application_path"},
 		},
+		{
+			name:   "address in use",
+			config: "identity: demo\napplication_path: " + fisktest.FiskDemo(t) + "\nexpose:\n  agent:\n    mcp: {}\n",
+			port:   takenPort,
+			want:   []string{"listening on 127.0.0.1:" + takenPort},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -300,7 +317,11 @@ func TestServeRefusals(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.config), 0o600); err != nil {
 				t.Fatalf("writing the config: %v", err)
 			}
-			g := startGateway(t, nil, "serve", "--config", path, "--port", "0")
+			port := tt.port
+			if port == "" {
+				port = "0"
+			}
+			g := startGateway(t, nil, "serve", "--config", path, "--port", port)
 			err, _ := g.wait(t, 30*time.Second)
 			if err == nil {
 				t.Fatal("got a clean exit, want serve to refuse")

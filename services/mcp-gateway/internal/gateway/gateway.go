@@ -264,13 +264,11 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 	srv, err := mcpserver.New(mcpserver.Config{
 		Identity:           cfg.Identity,
 		Version:            c.Version,
-		Address:            c.Address,
 		Instructions:       m.Instructions,
 		MaxConcurrent:      m.MaxConcurrentTools,
 		Timeout:            m.ToolTimeout.Duration,
 		Confirm:            m.ConfirmOverMCP,
 		AuthToken:          c.Token,
-		AllowedOrigins:     m.AllowedOrigins,
 		SessionIdleTimeout: m.SessionIdleTimeout.Duration,
 		MaxSessions:        m.MaxSessions,
 		TaskRetention:      m.TaskRetention.Duration,

@@ -170,7 +170,7 @@ func builtinHandler(b *testing.B) http.Handler {
 		b.Fatal(err)
 	}
 	s, _ := startServer(b, Config{}, []tool.Tool{facts})
-	return s.Handler()
+	return edge{}.handler(s)
 }
 
 // serveBuiltin POSTs body with header to h and fails unless it is

@@ -68,7 +68,7 @@ func FuzzToolsCallMatchesMCPGo(f *testing.F) {
 	}), fuzzTool(f, "args", func(in json.RawMessage) json.RawMessage {
 		return canonical(in)
 	})})
-	gateway, mcpGo := s.Handler(), http.Handler(s.streamable)
+	gateway, mcpGo := edge{}.handler(s), http.Handler(s.streamable)
 	session := fuzzSession(f, gateway)
 	// The seeds reach the gateway's own paths, so the target compares
 	// them and not only mcp-go with itself.
@@ -202,7 +202,7 @@ func TestSameAnswer(t *testing.T) {
 	s, _ := startServer(t, Config{}, []tool.Tool{fuzzTool(t, "facts", func(json.RawMessage) json.RawMessage {
 		return json.RawMessage(`{"a":1}`)
 	})})
-	gateway, mcpGo := s.Handler(), http.Handler(s.streamable)
+	gateway, mcpGo := edge{}.handler(s), http.Handler(s.streamable)
 	session := fuzzSession(t, gateway)
 	header := http.Header{}
 	header.Set(server.HeaderKeySessionID, session)

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -26,10 +25,6 @@ import (
 
 // Defaults for the zero values of [Config], and the fixed limits.
 const (
-	// DefaultAddress is where the gateway listens when nothing else is
-	// configured. Loopback is deliberate: anything that reaches the port can
-	// call tools, so serving beyond this host must be an explicit choice.
-	DefaultAddress = "127.0.0.1:8080"
 	// DefaultApprovalTimeout bounds how long a gated call waits for the
 	// human: long enough to read a command line and decide, short enough
 	// that an abandoned prompt does not hold a request open for ever.
@@ -50,9 +45,6 @@ type Config struct {
 	Identity string
 	// Version is the server version clients see; empty means "0.0.0".
 	Version string
-	// Address is the host:port [Server.Serve] binds; empty means
-	// [DefaultAddress].
-	Address string
 	// Instructions are sent to clients when they connect: how to use the
 	// tools, in the operator's words.
 	Instructions string
@@ -77,10 +69,6 @@ type Config struct {
 	// [auth.Caller], which authorize has seen. Nil means the static check
 	// of AuthToken, whose one caller is [auth.StaticSubject].
 	Authenticate func(next http.Handler, authorize func(*auth.Caller) error) http.Handler
-	// Open are handlers served by path beside /mcp without any token when
-	// the server stands alone ([Server.Handler]); the probes and the
-	// Origin check apply to them as to everything.
-	Open map[string]http.Handler
 	// Policy decides per caller which tools it sees and runs
 	// (expose.agent.mcp.policy); nil lets every caller see and run
 	// everything served.
@@ -105,16 +93,6 @@ type Config struct {
 	// role's NATS connection, which the call is made over. An error
 	// refuses the call in-band.
 	RemoteVia func(natsContext string) (any, error)
-	// MaxBodyBytes caps one request body (413 beyond it); 0 means
-	// [httpedge.DefaultMaxBodyBytes].
-	MaxBodyBytes int64
-	// ReadTimeout bounds, on the server [Server.Serve] runs, the time from
-	// a request's first byte to the end of its body (408 beyond it); 0
-	// means [DefaultReadTimeout].
-	ReadTimeout time.Duration
-	// AllowedOrigins are the browser origins allowed besides the
-	// gateway's own loopback address (expose.agent.mcp.allowed_origins).
-	AllowedOrigins []string
 	// SessionIdleTimeout ends a session that has seen no request for this
 	// long, with none open; it then gets 404 and starts anew. Without it
 	// every client that never says goodbye would be remembered until the
@@ -153,10 +131,6 @@ type Config struct {
 	// the retry may reach any gateway; nil keeps them in this process,
 	// where only this gateway honours them. The caller owns it.
 	ApprovalBucket jetstream.KeyValue
-	// Listening, when set, is called once [Server.Serve] has bound its
-	// address, with the address actually bound (the port is known even
-	// when 0 was asked for).
-	Listening func(addr net.Addr)
 	// Logger receives one line per call, the selection and the lifecycle;
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -169,10 +143,6 @@ type Config struct {
 	// agent in its NATS headers. nil means no tracing, at the cost of a nil
 	// check per call.
 	Tracer trace.Tracer
-	// Checks are readiness conditions besides the gateway's own (the tool
-	// set is built), such as the NATS connection of remote_tools. /readyz
-	// answers 503 naming every one that fails.
-	Checks []ops.Check
 	// Resources, when set, serves the documents of this knowledge index
 	// as MCP resources (expose.agent.mcp.resources: [knowledge]) and adds
 	// resource_link items to its knowledge_search results. The caller
@@ -184,16 +154,10 @@ func (c Config) withDefaults() Config {
 	if c.Version == "" {
 		c.Version = "0.0.0"
 	}
-	if c.Address == "" {
-		c.Address = DefaultAddress
-	}
 	// MaxConcurrent, Timeout and Confirm are the call core's, which
 	// defaults them (call.New).
 	if c.ApprovalTimeout <= 0 {
 		c.ApprovalTimeout = DefaultApprovalTimeout
-	}
-	if c.ReadTimeout <= 0 {
-		c.ReadTimeout = httpedge.DefaultReadTimeout
 	}
 	if c.SessionIdleTimeout <= 0 {
 		c.SessionIdleTimeout = config.DefaultSessionIdleTimeout

@@ -17,6 +17,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/httpedge"
 	"github.com/fiskfleet/fiskfleet/shared/fiskapp"
 	"github.com/fiskfleet/fiskfleet/shared/fisktest"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -54,10 +56,46 @@ func command(tb testing.TB, app *fiskapp.App, name string) *fiskapp.Command {
 // testLogger is the code under test's logger: silent unless -v.
 func testLogger(tb testing.TB) *slog.Logger { return fisktest.Logger(tb) }
 
-// startServer builds a strict server for tools and serves its handler on
-// an httptest server (127.0.0.1, ephemeral port). It returns the server and
-// the /mcp URL.
+// edge is what stands in front of a server's MCP handler besides its
+// caller check, as the gateway mounts it: the edge's settings the test
+// sets, and open routes beside /mcp.
+type edge struct {
+	origins     []string
+	readTimeout time.Duration
+	open        map[string]http.Handler
+}
+
+// handler is s at /mcp behind an [httpedge.Edge] with e's settings and
+// the server's own caller check, as the gateway serves it (with the
+// arrival marked for the trace).
+func (e edge) handler(s *Server) http.Handler {
+	ed := httpedge.New(httpedge.Config{
+		AuthToken:      s.cfg.AuthToken,
+		Authenticate:   s.cfg.Authenticate,
+		Authorize:      s.cfg.Policy.Authorize,
+		ReadTimeout:    e.readTimeout,
+		AllowedOrigins: e.origins,
+	})
+	ed.Authenticated("/mcp", s.MCPHandler())
+	for p, h := range e.open {
+		ed.Open(p, h)
+	}
+	if s.cfg.Tracer != nil {
+		return call.MarkArrival(ed.Handler())
+	}
+	return ed.Handler()
+}
+
+// startServer builds a strict server for tools and serves it behind an
+// edge with no settings on an httptest server (127.0.0.1, ephemeral
+// port). It returns the server and the /mcp URL.
 func startServer(tb testing.TB, cfg Config, tools []tool.Tool) (*Server, string) {
+	tb.Helper()
+	return startServerEdge(tb, cfg, edge{}, tools)
+}
+
+// startServerEdge is [startServer] behind an edge with e's settings.
+func startServerEdge(tb testing.TB, cfg Config, e edge, tools []tool.Tool) (*Server, string) {
 	tb.Helper()
 	if cfg.Identity == "" {
 		cfg.Identity = "demo"
@@ -69,7 +107,7 @@ func startServer(tb testing.TB, cfg Config, tools []tool.Tool) (*Server, string)
 	if err != nil {
 		tb.Fatalf("building the server: %v", err)
 	}
-	hs := httptest.NewServer(s.Handler())
+	hs := httptest.NewServer(e.handler(s))
 	tb.Cleanup(func() {
 		s.Close()
 		hs.CloseClientConnections()
@@ -78,10 +116,12 @@ func startServer(tb testing.TB, cfg Config, tools []tool.Tool) (*Server, string)
 	return s, hs.URL + "/mcp"
 }
 
-// serveLoopback serves s with [Server.ServeListener], as the binary does,
-// on a new loopback listener until stop is called or the test ends. It
-// returns the address and the channel ServeListener's result arrives on.
-func serveLoopback(tb testing.TB, s *Server) (addr string, stop context.CancelFunc, served <-chan error) {
+// serveLoopback serves s behind e with [httpedge.Serve], as the gateway
+// does (the server's tasks stopped within the shutdown budget, the server
+// closed after), on a new loopback listener until stop is called or the
+// test ends. It returns the address and the channel the serve's result
+// arrives on.
+func serveLoopback(tb testing.TB, s *Server, e edge) (addr string, stop context.CancelFunc, served <-chan error) {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -92,7 +132,12 @@ func serveLoopback(tb testing.TB, s *Server) (addr string, stop context.CancelFu
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		result <- s.ServeListener(ctx, ln)
+		defer s.Close()
+		result <- httpedge.Serve(ctx, ln, e.handler(s), httpedge.ServeOptions{
+			ReadTimeout: e.readTimeout,
+			Logger:      s.log,
+			Stopping:    s.tasks.Close,
+		})
 	}()
 	tb.Cleanup(func() {
 		cancel()

@@ -302,19 +302,14 @@ func TestSlowBody(t *testing.T) {
 	const bound = 300 * time.Millisecond
 	app := loadDemo(t, fiskapp.Options{})
 	openRead := make(chan error, 4)
-	s, err := New(Config{
-		Identity:    "demo",
-		Logger:      testLogger(t),
-		ReadTimeout: bound,
-		Open: map[string]http.Handler{"/form": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, err := io.ReadAll(r.Body)
-			openRead <- err
-		})},
-	}, app.Tools())
+	s, err := New(Config{Identity: "demo", Logger: testLogger(t)}, app.Tools())
 	if err != nil {
 		t.Fatalf("building: %v", err)
 	}
-	host, _, _ := serveLoopback(t, s)
+	host, _, _ := serveLoopback(t, s, edge{readTimeout: bound, open: map[string]http.Handler{"/form": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		openRead <- err
+	})}})
 	mcpURL := "http://" + host + "/mcp"
 	c := connect(t, mcpURL, legacyEra, nil)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"never"}}}`

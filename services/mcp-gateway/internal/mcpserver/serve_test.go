@@ -2,8 +2,6 @@ package mcpserver
 
 import (
 	"bufio"
-	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,7 +18,7 @@ func TestServeShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("building: %v", err)
 	}
-	addr, cancel, served := serveLoopback(t, s)
+	addr, cancel, served := serveLoopback(t, s, edge{})
 	url := "http://" + addr + "/mcp"
 
 	// A session-based client's initialize, then its standalone GET stream.
@@ -93,19 +91,4 @@ func initSession(tb testing.TB, url string) string {
 	}
 	resp.Body.Close()
 	return id
-}
-
-func TestServeListenError(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listening: %v", err)
-	}
-	defer ln.Close()
-	s, err := New(Config{Identity: "demo", Address: ln.Addr().String(), Logger: testLogger(t)}, nil)
-	if err != nil {
-		t.Fatalf("building: %v", err)
-	}
-	if err := s.Serve(t.Context()); !errors.Is(err, ErrListen) || !strings.Contains(err.Error(), ln.Addr().String()) {
-		t.Errorf("got %v, want ErrListen naming %s", err, ln.Addr())
-	}
 }

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,11 +16,9 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
-	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/httpedge"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/config"
-	"github.com/fiskfleet/fiskfleet/shared/procs"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
@@ -34,7 +30,6 @@ type Server struct {
 	strict     bool
 	mcp        *server.MCPServer
 	streamable *server.StreamableHTTPServer
-	handler    http.Handler
 	// sessions records the sessions issued to session-based clients;
 	// cancels the requests in progress, to drop a cancelled one's answer.
 	sessions *mcphttp.Sessions
@@ -186,7 +181,6 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		// loopback Host header) stays on: WithDisableLocalhostProtection
 		// is deliberately never passed.
 	)
-	s.handler = s.buildHandler()
 	go s.expireIdle(max(cfg.SessionIdleTimeout/4, 10*time.Millisecond), s.stopExpiry)
 	if err := s.SetTools(SourceLocal, tools); err != nil {
 		s.Close()
@@ -286,85 +280,14 @@ func (s *Server) Dropped() []tool.Dropped { return s.core.Dropped() }
 // call through.
 func (s *Server) Core() *call.Core { return s.core }
 
-// buildHandler mounts the MCP handler at /mcp and the open handlers on an
-// [httpedge.Edge] of the server's own, for a server standing alone; the
-// gateway mounts [Server.MCPHandler] on its edge with its other surfaces.
-func (s *Server) buildHandler() http.Handler {
-	edge := httpedge.New(s.edgeConfig())
-	edge.Authenticated("/mcp", s.MCPHandler())
-	for p, h := range s.cfg.Open {
-		edge.Open(p, h)
-	}
-	h := edge.Handler()
-	if s.cfg.Tracer != nil {
-		h = call.MarkArrival(h)
-	}
-	return h
-}
-
-func (s *Server) edgeConfig() httpedge.Config {
-	return httpedge.Config{
-		AuthToken:      s.cfg.AuthToken,
-		Authenticate:   s.cfg.Authenticate,
-		Authorize:      s.cfg.Policy.Authorize,
-		MaxBodyBytes:   s.cfg.MaxBodyBytes,
-		ReadTimeout:    s.cfg.ReadTimeout,
-		AllowedOrigins: s.cfg.AllowedOrigins,
-		Checks:         s.cfg.Checks,
-	}
-}
-
 // MCPHandler is the MCP endpoint itself, mcp-go's streamable server behind
 // the gateway's router ([Server.route]), without an edge: it expects the
 // caller check of [httpedge.Edge.Authenticated] in front of it.
 func (s *Server) MCPHandler() http.Handler { return s.route(s.streamable) }
 
-// Handler returns the server's HTTP handler standing alone:
-// [Server.MCPHandler] at /mcp and the open routes behind their edge. [Server.Serve] serves it;
-// tests may mount it on an httptest server.
-func (s *Server) Handler() http.Handler { return s.handler }
-
-// Serve listens on the configured address and serves until ctx ends, then
-// shuts down within [ShutdownTimeout]. It closes the server when it
-// returns.
-func (s *Server) Serve(ctx context.Context) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.cfg.Address)
-	if err != nil {
-		s.Close()
-		return fmt.Errorf("%w on %s: %w", ErrListen, s.cfg.Address, err)
-	}
-	return s.ServeListener(ctx, ln)
-}
-
-// ServeListener serves on ln, which the caller bound (to learn the
-// gateway's own URL before serving, say), until ctx ends, as
-// [Server.Serve] does ([httpedge.Serve]); running tasks are stopped within
-// the same budget. The listener is closed when it returns.
-func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
-	defer s.Close()
-	s.log.Info("serving over MCP", "agent", s.cfg.Identity, "address", ln.Addr().String(), "tools", len(s.Served()),
-		"gomaxprocs", runtime.GOMAXPROCS(0), "timer_slack", procs.Slack())
-	if s.cfg.Listening != nil {
-		s.cfg.Listening(ln.Addr())
-	}
-	err := httpedge.Serve(ctx, ln, s.handler, httpedge.ServeOptions{
-		ReadTimeout: s.cfg.ReadTimeout,
-		Logger:      s.log,
-		Attrs:       []any{"agent", s.cfg.Identity},
-		// Tasks outlive their requests, so the base context does not
-		// reach them: their commands are stopped within the same budget.
-		Stopping: s.tasks.Close,
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %w", errServing, err)
-	}
-	return nil
-}
-
-// Close ends every session and stops the idle-session expiry. It is
-// idempotent; [Server.Serve] calls it on return, and a server only used
-// through [Server.Handler] must be closed by its owner.
+// Close stops the tasks (within [ShutdownTimeout]), ends every session
+// and stops the idle-session expiry. It is idempotent; the owner calls
+// it once the server's listener has stopped serving.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		close(s.stopExpiry)

@@ -142,7 +142,7 @@ func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, re
 	}
 	t := run.Task()
 	stopRequest := context.AfterFunc(ctx, func() { cancel(errTaskRequestEnded) })
-	stopStore := context.AfterFunc(s.tasks.Base(), func() { cancel(errTaskStopping) })
+	stopStore := context.AfterFunc(s.tasks.Base(), func() { cancel(tasks.ErrStopping) })
 	// The client is answered once the call is cleared to run, any
 	// approval given; the call then runs on without the request.
 	var once sync.Once

@@ -87,7 +87,7 @@ const rawPing = `{"jsonrpc":"2.0","id":7,"method":"ping"}`
 
 func TestOrigin(t *testing.T) {
 	app := loadDemo(t, fiskapp.Options{})
-	_, url := startServer(t, Config{AllowedOrigins: []string{"https://console.example.com"}}, app.Tools())
+	_, url := startServerEdge(t, Config{}, edge{origins: []string{"https://console.example.com"}}, app.Tools())
 	c := rawClient{t, url}
 	port := url[strings.LastIndex(url, ":")+1 : strings.LastIndex(url, "/")]
 	tests := []struct {
@@ -297,7 +297,7 @@ func TestCancelledCallGetsNoResponse(t *testing.T) {
 // exposed. Other origins get none of it.
 func TestCORS(t *testing.T) {
 	app := loadDemo(t, fiskapp.Options{})
-	_, url := startServer(t, Config{AllowedOrigins: []string{"https://console.example.com"}, AuthToken: "tok"}, app.Tools())
+	_, url := startServerEdge(t, Config{AuthToken: "tok"}, edge{origins: []string{"https://console.example.com"}}, app.Tools())
 	send := func(method, origin string, h map[string]string) *http.Response {
 		t.Helper()
 		req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
