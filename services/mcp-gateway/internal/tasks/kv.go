@@ -29,12 +29,11 @@ const (
 	DefaultInlineMax = 256 << 10
 )
 
-// Key prefixes in the bucket: tasks, gateway heartbeats ([Fleet]) and the
-// approvals shared by a fleet ([KV.Approvals]).
+// Key prefixes in the bucket: tasks and gateway heartbeats ([Fleet]). The
+// approvals a fleet shares (mcpserver's approvalKeyPrefix) live beside them.
 const (
 	taskPrefix     = "task."
 	instancePrefix = "instance."
-	approvalPrefix = "approval."
 )
 
 // casRetries bounds the compare-and-set retries of one [KV.End]: each

@@ -75,9 +75,6 @@ func NewManager(store Store, cfg ManagerConfig) *Manager {
 	return &Manager{store: store, cfg: cfg, log: cfg.Logger, base: base, stop: stop, runs: map[string]*Run{}}
 }
 
-// Store returns the manager's store.
-func (m *Manager) Store() Store { return m.store }
-
 // Base is cancelled when the manager closes: a task's call must end with
 // it.
 func (m *Manager) Base() context.Context { return m.base }
