@@ -36,9 +36,10 @@ const (
 	instancePrefix = "instance."
 )
 
-// casRetries bounds the compare-and-set retries of one [KV.End]: each
-// retry means another gateway changed the task meanwhile, which only a
-// cancel racing the call's end or its gateway's failing can do.
+// casRetries bounds the compare-and-set retries of one [KV.End] or
+// [KV.Update]: each retry means another gateway changed the task
+// meanwhile, which only a cancel racing the call's end or its gateway's
+// failing can do.
 const casRetries = 16
 
 // KVConfig configures a [KV] store.
@@ -474,38 +475,29 @@ func (s *KV) List(ctx context.Context, owner string) ([]Task, error) {
 
 // End implements [Store].
 func (s *KV) End(ctx context.Context, owner, id string, e Ending) (Task, bool, error) {
-	for range casRetries {
-		t, rev, err := s.load(ctx, owner, id, true)
-		if err != nil {
-			return Task{}, false, err
-		}
-		if !t.end(e, s.now()) {
-			return t, false, nil
-		}
-		b, err := s.encode(ctx, t)
-		if err != nil {
-			return Task{}, false, err
-		}
-		_, err = s.kv.Update(ctx, taskKey(owner, id), b, rev)
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
-			continue // changed meanwhile: read it again
-		}
-		if err != nil {
-			return Task{}, false, fmt.Errorf("%w: recording the end of task %s: %w", ErrUnavailable, id, err)
-		}
-		return t, true, nil
-	}
-	return Task{}, false, fmt.Errorf("%w: task %s kept changing while it was being ended", ErrUnavailable, id)
+	return s.change(ctx, owner, id, true, "the end", "while it was being ended", func(t *Task) bool {
+		return t.end(e, s.now())
+	})
 }
 
 // Update implements [Store].
 func (s *KV) Update(ctx context.Context, owner, id string, status mcp.TaskStatus, message string) (Task, bool, error) {
+	return s.change(ctx, owner, id, false, "the status", "while its status was being recorded", func(t *Task) bool {
+		return t.update(status, message, s.now())
+	})
+}
+
+// change applies apply to owner's task id and writes it back with a
+// compare-and-set, reading it again when another gateway changed it
+// meanwhile. apply reports false when the task stays as it is, and change
+// then returns it unchanged. what and doing name the change in errors.
+func (s *KV) change(ctx context.Context, owner, id string, withResult bool, what, doing string, apply func(*Task) bool) (Task, bool, error) {
 	for range casRetries {
-		t, rev, err := s.load(ctx, owner, id, false)
+		t, rev, err := s.load(ctx, owner, id, withResult)
 		if err != nil {
 			return Task{}, false, err
 		}
-		if !t.update(status, message, s.now()) {
+		if !apply(&t) {
 			return t, false, nil
 		}
 		b, err := s.encode(ctx, t)
@@ -517,11 +509,11 @@ func (s *KV) Update(ctx context.Context, owner, id string, status mcp.TaskStatus
 			continue // changed meanwhile: read it again
 		}
 		if err != nil {
-			return Task{}, false, fmt.Errorf("%w: recording the status of task %s: %w", ErrUnavailable, id, err)
+			return Task{}, false, fmt.Errorf("%w: recording %s of task %s: %w", ErrUnavailable, what, id, err)
 		}
 		return t, true, nil
 	}
-	return Task{}, false, fmt.Errorf("%w: task %s kept changing while its status was being recorded", ErrUnavailable, id)
+	return Task{}, false, fmt.Errorf("%w: task %s kept changing %s", ErrUnavailable, id, doing)
 }
 
 // Wait implements [Store]: it watches the task's entry.
