@@ -229,13 +229,13 @@ func (f *Fleet) loop(ctx context.Context, done chan struct{}) {
 // instance ttl. Every live gateway does it; the store's compare-and-set
 // makes the first one win.
 func (f *Fleet) FailDead(ctx context.Context) error {
-	working, err := f.kv.working(ctx)
+	all, err := f.kv.entries(ctx, taskPrefix+">")
 	if err != nil {
 		return err
 	}
 	alive := map[string]bool{f.cfg.Instance: true}
-	for _, t := range working {
-		if t.Instance == "" {
+	for _, t := range all {
+		if t.Terminal() || t.Instance == "" {
 			continue
 		}
 		live, known := alive[t.Instance]

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -280,33 +281,59 @@ func (s *KV) objects(ctx context.Context) (jetstream.ObjectStore, error) {
 	return obj, nil
 }
 
+// stored is a task as read from the bucket, with its entry's revision.
+type stored struct {
+	Task
+	rev uint64
+}
+
 // entries returns every task entry whose key matches filter, without
 // results.
-func (s *KV) entries(ctx context.Context, filter string) ([]Task, []uint64, error) {
+func (s *KV) entries(ctx context.Context, filter string) ([]stored, error) {
 	keys, err := s.keys(ctx, filter)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var (
-		out  []Task
-		revs []uint64
-	)
+	var out []stored
 	for _, k := range keys {
 		e, err := s.kv.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: reading a task: %w", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: reading a task: %w", ErrUnavailable, err)
 		}
 		t, err := s.decode(ctx, e.Value(), false)
 		if err != nil {
 			continue // not ours to judge; a bad entry is skipped
 		}
-		out = append(out, t)
-		revs = append(revs, e.Revision())
+		out = append(out, stored{Task: t, rev: e.Revision()})
 	}
-	return out, revs, nil
+	return out, nil
+}
+
+// live returns the entries of owner's tasks, or of every owner's when it
+// is empty, and removes those whose ttl has passed.
+func (s *KV) live(ctx context.Context, owner string) ([]stored, error) {
+	filter := taskPrefix + ">"
+	if owner != "" {
+		filter = taskPrefix + ownerDigest(owner) + ".*"
+	}
+	all, err := s.entries(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	return slices.DeleteFunc(all, func(t stored) bool {
+		switch {
+		case owner != "" && t.Owner != owner:
+			return true
+		case t.expired(now):
+			s.remove(ctx, t.Task, t.rev)
+			return true
+		}
+		return false
+	}), nil
 }
 
 // remove deletes a task's entry at revision rev (and its result object),
@@ -356,25 +383,18 @@ func (s *KV) Reserve(ctx context.Context) (*Reservation, error) {
 // makeRoom drops the expired tasks and, when that is not enough, the task
 // that finished first; it fails with [ErrFull] when all are running.
 func (s *KV) makeRoom(ctx context.Context) error {
-	all, revs, err := s.entries(ctx, taskPrefix+">")
+	kept, err := s.live(ctx, "")
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	kept := 0
 	oldest := -1
-	for i, t := range all {
-		if t.expired(now) {
-			s.remove(ctx, t, revs[i])
-			continue
-		}
-		kept++
-		if t.Terminal() && (oldest < 0 || t.Finished.Before(all[oldest].Finished)) {
+	for i, t := range kept {
+		if t.Terminal() && (oldest < 0 || t.Finished.Before(kept[oldest].Finished)) {
 			oldest = i
 		}
 	}
 	s.mu.Lock()
-	full := kept+s.reserved >= s.cfg.Max
+	full := len(kept)+s.reserved >= s.cfg.Max
 	s.mu.Unlock()
 	if !full {
 		return nil
@@ -382,7 +402,7 @@ func (s *KV) makeRoom(ctx context.Context) error {
 	if oldest < 0 {
 		return fmt.Errorf("%w: all %d tasks kept are still running (expose.agent.mcp.max_tasks); wait for one to finish or cancel one", ErrFull, s.cfg.Max)
 	}
-	s.remove(ctx, all[oldest], revs[oldest])
+	s.remove(ctx, kept[oldest].Task, kept[oldest].rev)
 	return nil
 }
 
@@ -454,20 +474,13 @@ func (s *KV) Get(ctx context.Context, owner, id string) (Task, error) {
 
 // List implements [Store]; the tasks listed carry no result.
 func (s *KV) List(ctx context.Context, owner string) ([]Task, error) {
-	all, revs, err := s.entries(ctx, taskPrefix+ownerDigest(owner)+".*")
+	all, err := s.live(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
 	var out []Task
-	for i, t := range all {
-		switch {
-		case t.Owner != owner:
-		case t.expired(now):
-			s.remove(ctx, t, revs[i])
-		default:
-			out = append(out, t)
-		}
+	for _, t := range all {
+		out = append(out, t.Task)
 	}
 	sortTasks(out)
 	return out, nil
@@ -563,20 +576,16 @@ func (s *KV) Wait(ctx context.Context, owner, id string) (Task, error) {
 
 // Drop implements [Store].
 func (s *KV) Drop(ctx context.Context, owner string, e Ending) ([]Task, error) {
-	all, revs, err := s.entries(ctx, taskPrefix+ownerDigest(owner)+".*")
+	all, err := s.live(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
 	var working []Task
-	for i, t := range all {
-		if t.Owner != owner {
-			continue
+	for _, t := range all {
+		if t.end(e, s.now()) {
+			working = append(working, t.Task)
 		}
-		if !t.Terminal() {
-			t.end(e, s.now())
-			working = append(working, t)
-		}
-		s.remove(ctx, t, revs[i])
+		s.remove(ctx, t.Task, t.rev)
 	}
 	return working, nil
 }
@@ -584,15 +593,8 @@ func (s *KV) Drop(ctx context.Context, owner string, e Ending) ([]Task, error) {
 // Sweep implements [Store]; it also clears the markers deleted entries
 // leave, once they are a minute old (a watcher may still be reading one).
 func (s *KV) Sweep(ctx context.Context) error {
-	all, revs, err := s.entries(ctx, taskPrefix+">")
-	if err != nil {
+	if _, err := s.live(ctx, ""); err != nil {
 		return err
-	}
-	now := s.now()
-	for i, t := range all {
-		if t.expired(now) {
-			s.remove(ctx, t, revs[i])
-		}
 	}
 	if err := s.kv.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(time.Minute)); err != nil {
 		return fmt.Errorf("%w: clearing deleted tasks: %w", ErrUnavailable, err)
@@ -605,21 +607,6 @@ func (s *KV) Sweep(ctx context.Context) error {
 func (s *KV) Count(ctx context.Context) (int, error) {
 	keys, err := s.keys(ctx, taskPrefix+">")
 	return len(keys), err
-}
-
-// working returns every task of every owner still working.
-func (s *KV) working(ctx context.Context) ([]Task, error) {
-	all, _, err := s.entries(ctx, taskPrefix+">")
-	if err != nil {
-		return nil, err
-	}
-	var out []Task
-	for _, t := range all {
-		if !t.Terminal() {
-			out = append(out, t)
-		}
-	}
-	return out, nil
 }
 
 // validKeyToken reports whether s may stand in a key: instance names and
