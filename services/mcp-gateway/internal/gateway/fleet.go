@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,46 +14,39 @@ import (
 )
 
 // fleetMember is what a gateway of a fleet (expose.agent.mcp.fleet) holds:
-// the shared bucket's task store and its own membership. A nil
-// *fleetMember is a gateway on its own: its methods then give the
-// server's in-memory defaults.
+// the shared bucket's task store, the pending approvals' bucket and its own
+// membership, which reaches the other gateways. The zero fleetMember is a
+// gateway on its own: its nil fields give the server's in-memory defaults.
 type fleetMember struct {
-	store      *tasks.KV
-	fleet      *tasks.Fleet
-	bucketName string
+	store     tasks.Store
+	bucket    jetstream.KeyValue
+	canceller tasks.Canceller
+	fleet     *tasks.Fleet
 }
 
 // joinFleet opens the fleet's bucket over nc when the config asks for a
-// fleet, and returns nil otherwise. The caller owns nc.
-func joinFleet(ctx context.Context, nc *nats.Conn, cfg *config.Config, instance string, log *slog.Logger) (*fleetMember, error) {
+// fleet, and returns the zero fleetMember otherwise. The caller owns nc.
+func joinFleet(ctx context.Context, nc *nats.Conn, cfg *config.Config, instance string, log *slog.Logger) (fleetMember, error) {
 	f := cfg.Expose.Agent.MCP.Fleet
 	if f == nil {
-		return nil, nil
+		return fleetMember{}, nil
 	}
 	if nc == nil {
-		return nil, fmt.Errorf("%s: expose.agent.mcp.fleet keeps tasks in JetStream: add nats_context: NAME", cfg.File)
+		return fleetMember{}, fmt.Errorf("%s: expose.agent.mcp.fleet keeps tasks in JetStream: add nats_context: NAME", cfg.File)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("%s: expose.agent.mcp.fleet: %w", cfg.File, err)
+		return fleetMember{}, fmt.Errorf("%s: expose.agent.mcp.fleet: %w", cfg.File, err)
 	}
-	bucket := f.Bucket
-	if bucket == "" {
-		bucket = config.DefaultFleetBucket
-	}
-	store, err := tasks.NewKV(ctx, js, tasks.KVConfig{Bucket: bucket, Replicas: f.Replicas, Max: maxTasks(cfg.Expose.Agent.MCP)})
+	store, err := tasks.NewKV(ctx, js, tasks.KVConfig{Bucket: cmp.Or(f.Bucket, config.DefaultFleetBucket), Replicas: f.Replicas, Max: maxTasks(cfg.Expose.Agent.MCP)})
 	if err != nil {
-		return nil, fmt.Errorf("%s: expose.agent.mcp.fleet.bucket: %w: check that the account of nats_context %s has JetStream", cfg.File, err, cfg.NATSContext)
+		return fleetMember{}, fmt.Errorf("%s: expose.agent.mcp.fleet.bucket: %w: check that the account of nats_context %s has JetStream", cfg.File, err, cfg.NATSContext)
 	}
-	ttl := f.InstanceTTL.Duration
-	if ttl == 0 {
-		ttl = config.DefaultFleetInstanceTTL
-	}
-	membership, err := tasks.NewFleet(nc, store, tasks.FleetConfig{Identity: cfg.Identity, Instance: instance, InstanceTTL: ttl, Logger: log})
+	membership, err := tasks.NewFleet(nc, store, tasks.FleetConfig{Identity: cfg.Identity, Instance: instance, InstanceTTL: cmp.Or(f.InstanceTTL.Duration, config.DefaultFleetInstanceTTL), Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("%s: expose.agent.mcp.fleet: %w", cfg.File, err)
+		return fleetMember{}, fmt.Errorf("%s: expose.agent.mcp.fleet: %w", cfg.File, err)
 	}
-	return &fleetMember{store: store, fleet: membership, bucketName: bucket}, nil
+	return fleetMember{store: store, bucket: store.Bucket(), canceller: membership, fleet: membership}, nil
 }
 
 func maxTasks(m *config.MCP) int {
@@ -60,28 +54,4 @@ func maxTasks(m *config.MCP) int {
 		return m.MaxTasks
 	}
 	return config.DefaultMaxTasks
-}
-
-// taskStore is the fleet's task store, nil (memory) without a fleet.
-func (f *fleetMember) taskStore() tasks.Store {
-	if f == nil {
-		return nil
-	}
-	return f.store
-}
-
-// canceller reaches the other gateways, nil without a fleet.
-func (f *fleetMember) canceller() tasks.Canceller {
-	if f == nil {
-		return nil
-	}
-	return f.fleet
-}
-
-// bucket holds the pending approvals, nil (memory) without a fleet.
-func (f *fleetMember) bucket() jetstream.KeyValue {
-	if f == nil {
-		return nil
-	}
-	return f.store.Bucket()
 }

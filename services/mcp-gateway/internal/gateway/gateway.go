@@ -110,7 +110,7 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 	}
 	cfg := c.File
 	m := cfg.Expose.Agent.MCP
-	g := &Gateway{cfg: cfg, log: log, addr: c.Address}
+	g := &Gateway{cfg: cfg, log: log, addr: c.Address, listening: c.Listening}
 	defer func() {
 		if err != nil {
 			g.close()
@@ -148,17 +148,7 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 	if mc := cfg.Expose.Agent.Metrics; mc != nil {
 		metrics = ops.NewMetrics("mcp-gateway", cfg.Identity)
 	}
-	// r is set below before the listener starts; the checks only run on
-	// its requests.
-	var r *remote
 	var checks []ops.Check
-	if len(cfg.RemoteTools) > 0 {
-		checks = []ops.Check{
-			{Name: "nats", Ready: func() error { return r.natsReady() }},
-			{Name: "remote_hosts", Ready: func() error { return r.hostsReady() }},
-		}
-	}
-
 	if err := checkPolicyContexts(cfg); err != nil {
 		return nil, err
 	}
@@ -196,6 +186,7 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 	// audience it accepts, so its URL must be known before it serves: the
 	// configured resource, else the address it listens on, bound now so
 	// that a port picked at start is known too.
+	pol := policy.New(m.Policy)
 	var oauth *auth.Verifier
 	var resource string
 	if m.Auth != nil {
@@ -208,7 +199,7 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 				return nil, fmt.Errorf("%s: %w", cfg.File, err)
 			}
 		}
-		oauth, err = auth.NewVerifier(ctx, auth.Config{Auth: *m.Auth, Resource: resource, Claim: policyClaim(m), Logger: log})
+		oauth, err = auth.NewVerifier(ctx, auth.Config{Auth: *m.Auth, Resource: resource, Claim: pol.Claim(), Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("%s: expose.agent.mcp.auth: %w", cfg.File, err)
 		}
@@ -237,16 +228,12 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 		}
 		g.onClose(func() { _ = broker.Close() })
 	}
-	pol := policy.New(m.Policy)
 	page, err := approvalsPage(cfg, nc, resource, pol, c.LookupEnv, log)
 	if err != nil {
 		return nil, err
 	}
 	if page != nil {
 		g.onClose(func() { _ = page.Close() })
-		if open == nil {
-			open = map[string]http.Handler{}
-		}
 		open["/approvals"] = page.Handler()
 		open["/approvals/"] = page.Handler()
 	}
@@ -257,7 +244,7 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if fl != nil {
+	if fl.fleet != nil {
 		checks = append(checks, ops.Check{Name: "fleet_bucket", Ready: fl.fleet.Ready})
 	}
 
@@ -275,9 +262,9 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 		MaxTasks:           m.MaxTasks,
 		ToolsPageSize:      m.ToolsPageSize,
 		ToolsListTTL:       toolsListTTL(cfg),
-		TaskStore:          fl.taskStore(),
-		TaskCanceller:      fl.canceller(),
-		ApprovalBucket:     fl.bucket(),
+		TaskStore:          fl.store,
+		TaskCanceller:      fl.canceller,
+		ApprovalBucket:     fl.bucket,
 		Resources:          resourcesIndex(cfg, idx),
 		Instance:           instance,
 		Approvals:          broker,
@@ -299,6 +286,14 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 	g.onClose(srv.Close)
 	if len(srv.Served()) == 0 && len(cfg.RemoteTools) == 0 {
 		return nil, fmt.Errorf("%s: nothing to serve over MCP: add application_path, or list built-ins in expose.agent.mcp.builtins", cfg.File)
+	}
+	var r *remote
+	if len(cfg.RemoteTools) > 0 {
+		if r, err = newRemote(nc, cfg, srv.Served()); err != nil {
+			return nil, err
+		}
+		metrics.RemoteHosts(r.hostStates)
+		checks = append([]ops.Check{{Name: "nats", Ready: r.natsReady}, {Name: "remote_hosts", Ready: r.hostsReady}}, checks...)
 	}
 
 	// Every surface sits behind one edge: the same probes, Origin check,
@@ -342,11 +337,10 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 		log.Info("serving Agent2Agent", "agent", cfg.Identity, "card", agent2agent.CardPath, "endpoint", agent2agent.EndpointPath)
 	}
 	g.handler, g.readTimeout = edge.Handler(), edge.ReadTimeout()
-	if tracer := tp.Tracer(); tracer != nil {
+	if tp.Tracer() != nil {
 		g.handler = call.MarkArrival(g.handler)
 	}
-	g.listening = c.Listening
-	if fl != nil {
+	if fl.fleet != nil {
 		g.start = append(g.start, func(ctx context.Context) error {
 			if err := fl.fleet.Start(ctx, srv.Tasks()); err != nil {
 				return fmt.Errorf("%s: expose.agent.mcp.fleet: %w", cfg.File, err)
@@ -355,16 +349,11 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 			// are ended by then, so its instance key can go.
 			g.onClose(func() { fl.fleet.Stop() })
 			log.Info("serving as a member of a gateway fleet", "agent", cfg.Identity, "instance", instance,
-				"bucket", fl.bucketName, "instance_ttl", fl.fleet.InstanceTTL())
+				"bucket", fl.bucket.Bucket(), "instance_ttl", fl.fleet.InstanceTTL())
 			return nil
 		})
 	}
-	if len(cfg.RemoteTools) > 0 {
-		r, err = newRemote(nc, cfg, srv.Served())
-		if err != nil {
-			return nil, err
-		}
-		metrics.RemoteHosts(r.hostStates)
+	if r != nil {
 		if a2s != nil {
 			a2s.SetOrigin(r.importer.Origin)
 		}
@@ -471,25 +460,17 @@ func closeAudit(trail *audit.Publisher, identity string, log *slog.Logger) {
 }
 
 // accessLayer is what checks callers: the OAuth verifier's middleware and
-// its metadata, open beside /mcp; nil and nil without OAuth, for the
-// static token check.
+// its metadata, open beside /mcp; without OAuth, no middleware (the
+// static token check) and nothing open yet.
 func accessLayer(v *auth.Verifier) (func(http.Handler, func(*auth.Caller) error) http.Handler, map[string]http.Handler) {
-	if v == nil {
-		return nil, nil
-	}
 	open := map[string]http.Handler{}
+	if v == nil {
+		return nil, open
+	}
 	for _, p := range v.MetadataPaths() {
 		open[p] = v.MetadataHandler()
 	}
 	return v.Middleware, open
-}
-
-// policyClaim is the token claim the policy reads groups from.
-func policyClaim(m *config.MCP) string {
-	if m.Policy != nil && m.Policy.Claim != "" {
-		return m.Policy.Claim
-	}
-	return config.DefaultPolicyClaim
 }
 
 // listenResource is the gateway's URL of /mcp on a bound listener, when

@@ -32,29 +32,13 @@ type remote struct {
 	importer *remotetools.Importer
 }
 
-// connectRemote connects with nats_context and prepares the importer of
-// cfg.RemoteTools; local are the names local tools already hold.
-func connectRemote(cfg *config.Config, local []tool.Tool, log *slog.Logger) (*remote, error) {
-	nc, err := connectNATS(cfg, log)
-	if err != nil {
-		return nil, fmt.Errorf("%s: nats_context (needed by remote_tools): %w", cfg.File, err)
-	}
-	r, err := newRemote(nc, cfg, local)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return r, nil
-}
-
 // connectNATS connects with the gateway's nats_context.
 func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, error) {
 	return natsconn.Connect(natsconn.Options{Context: cfg.NATSContext, Name: "mcp-gateway " + cfg.Identity, Logger: log})
 }
 
-// newRemote prepares the importer of cfg.RemoteTools over nc; local are
-// the names local tools already hold. [remote.Close] closes nc: a caller
-// that keeps owning nc does not call it.
+// newRemote prepares the importer of cfg.RemoteTools over nc, which the
+// caller owns; local are the names local tools already hold.
 func newRemote(nc *nats.Conn, cfg *config.Config, local []tool.Tool) (*remote, error) {
 	client, err := a2a.NewClient(natsbus.NewTransport(nc), a2a.Participant{Name: cfg.Identity})
 	if err != nil {
@@ -101,9 +85,6 @@ func (r *remote) hostStates() []ops.HostState {
 	return out
 }
 
-// Close closes the fleet connection.
-func (r *remote) Close() { r.nc.Close() }
-
 // logResult logs what an import left out.
 func logResult(res remotetools.Result, log *slog.Logger) {
 	for _, d := range res.Dropped {
@@ -114,7 +95,7 @@ func logResult(res remotetools.Result, log *slog.Logger) {
 	}
 }
 
-// serveRemote imports strictly (any host error or collision refuses to
+// serve imports strictly (any host error or collision refuses to
 // start, naming the host and the cause), serves the tools beside the local
 // ones, and keeps them current every interval until ctx ends.
 func (r *remote) serve(ctx context.Context, cfg *config.Config, srv *mcpserver.Server, roles *roleConns, log *slog.Logger) error {
@@ -172,12 +153,17 @@ func (r *remote) serve(ctx context.Context, cfg *config.Config, srv *mcpserver.S
 // that does not answer (or no NATS at all) is warned about, and every
 // reachable host and local tool is still listed, so info works offline.
 func ImportRemote(ctx context.Context, cfg *config.Config, listing *tool.Listing, log *slog.Logger) {
-	r, err := connectRemote(cfg, listing.Served, log)
+	nc, err := connectNATS(cfg, log)
+	if err != nil {
+		log.Warn("remote tools not listed", "error", fmt.Errorf("%s: nats_context (needed by remote_tools): %w", cfg.File, err))
+		return
+	}
+	defer nc.Close()
+	r, err := newRemote(nc, cfg, listing.Served)
 	if err != nil {
 		log.Warn("remote tools not listed", "error", err)
 		return
 	}
-	defer r.Close()
 	res := r.importer.Import(ctx)
 	logResult(res, log)
 	listing.Served = append(listing.Served, res.Tools...)
