@@ -203,7 +203,7 @@ func (p *Policy) grant(names []string) *Grant {
 		return g
 	}
 	g := &Grant{Key: key}
-	contexts := map[string]bool{}
+	unlimited := false
 	for _, r := range p.roles {
 		if !slices.Contains(names, r.name) {
 			continue
@@ -211,25 +211,21 @@ func (p *Policy) grant(names []string) *Grant {
 		g.Roles = append(g.Roles, r.name)
 		g.roles = append(g.roles, r)
 		g.Approve = g.Approve || r.approve
-		if r.share == 0 {
-			g.unlimited = true
-		}
+		unlimited = unlimited || r.share == 0
 		g.Share = max(g.Share, r.share)
 		if len(g.roles) == 1 || r.rate.More(g.Rate) {
 			g.Rate = r.rate
 		}
-		contexts[r.nats] = true
+		if len(g.roles) == 1 {
+			g.NATSContext = r.nats
+		}
+		g.contextConflict = g.contextConflict || r.nats != g.NATSContext
 	}
-	if g.unlimited {
+	if unlimited {
 		g.Share = 0
 	}
-	switch {
-	case len(contexts) == 1:
-		for c := range contexts {
-			g.NATSContext = c
-		}
-	case len(contexts) > 1:
-		g.contextConflict = true
+	if g.contextConflict {
+		g.NATSContext = ""
 	}
 	// A policy caller meets only a bounded number of role sets (at most
 	// 2^roles, in practice a handful), so the cache needs no eviction
@@ -267,7 +263,6 @@ type Grant struct {
 
 	all             bool
 	roles           []role
-	unlimited       bool
 	contextConflict bool
 }
 
