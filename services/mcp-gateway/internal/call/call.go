@@ -73,13 +73,10 @@ type Config struct {
 	Tracer trace.Tracer
 }
 
-// Core is the protocol-neutral call path every surface of the gateway
-// shares: the registry of served tools, then for each call the policy,
-// the input checks, the gate, the caller's share and the gateway's slots,
-// the run under the timeout, and what a call leaves behind (log line,
-// metrics, span, audit record). A surface builds a [Request], calls
-// [Core.Call] and maps the [Verdict] onto its protocol. It is safe for
-// concurrent use.
+// Core is the call path every surface of the gateway shares: the registry
+// of served tools, and each call's steps as the package doc lists them. A
+// surface builds a [Request], calls [Core.Call] and maps the [Verdict]
+// onto its protocol. It is safe for concurrent use.
 type Core struct {
 	cfg Config
 	log *slog.Logger
@@ -88,11 +85,9 @@ type Core struct {
 
 	// sem holds one token per running call, commands and built-ins alike.
 	sem chan struct{}
-	// shares holds each caller's own slots, when its policy role limits
-	// it (policy.go).
+	// shares and limits hold each caller's own slots and rate buckets,
+	// when its policy role sets them.
 	shares policy.Shares
-	// limits holds each caller's rate buckets, when its policy role sets
-	// a rate (rate.go).
 	limits policy.Limiter
 	// unreachable is what [Core.SetUnreachable] last set.
 	unreachable atomic.Pointer[Unreachable]
@@ -100,7 +95,7 @@ type Core struct {
 	// included.
 	inFlight atomic.Int64
 	// trail writes finished calls' log lines and audit records once
-	// their answers are gone (trail.go).
+	// their answers are gone.
 	trail     *trail
 	closeOnce sync.Once
 }
@@ -215,17 +210,11 @@ func (v Verdict) Refused() bool {
 	return false
 }
 
-// Call runs one call through every step and returns its verdict. Every
-// outcome is a verdict; nothing here is a protocol error, and a tool that
-// panics is a failed call. The call ends when ctx does, killing a
-// command's process group or cancelling a remote tool's stream.
-//
-// A gated tool is never run unasked: with confirm_over_mcp never it runs
-// (the operator's explicit choice); otherwise the request's Asker asks the
-// human, an operator decides when nobody can be asked (approvals.operator),
-// and without either it is refused naming the key to set (or, under
-// confirm_over_mcp auto, run unasked for an MCP client that cannot
-// elicit, with a warning).
+// Call runs one call through every step the package doc lists, the gate's
+// rules included, and returns its verdict. Every outcome is a verdict;
+// nothing here is a protocol error, and a tool that panics is a failed
+// call. The call ends when ctx does, killing a command's process group or
+// cancelling a remote tool's stream.
 func (c *Core) Call(ctx context.Context, r *Request) (v Verdict) {
 	c.inFlight.Add(1)
 	defer c.inFlight.Add(-1)
@@ -247,7 +236,7 @@ func (c *Core) Call(ctx context.Context, r *Request) (v Verdict) {
 // run is the pipeline of [Core.Call]; span is the call's, for its stage
 // events.
 func (c *Core) run(ctx context.Context, r *Request, rec *record, span trace.Span) Verdict {
-	e := c.entry(r.Tool)
+	e := c.Entry(r.Tool)
 	if e == nil {
 		// Only reachable in the moment a replacement removes a tool: the
 		// surfaces answer names they never served themselves.
@@ -309,7 +298,10 @@ func (c *Core) run(ctx context.Context, r *Request, rec *record, span trace.Span
 		spanName, kind := e.runSpanName()
 		var run trace.Span
 		runCtx, run = tracing.Start(runCtx, c.cfg.Tracer, spanName, kind)
-		defer endSpan(run, rec)
+		defer func() {
+			recordOutcome(run, rec)
+			run.End()
+		}()
 	}
 	if c.cfg.Audit != nil && e.Liner != nil && rec.command == "" {
 		// Known before the run, so a call that times out or is canceled
@@ -341,8 +333,7 @@ func (c *Core) run(ctx context.Context, r *Request, rec *record, span trace.Span
 	}
 	rec.outcome = audit.EndOK
 	if out.Result != nil {
-		code := out.Result.ExitCode
-		rec.exitCode = &code
+		rec.exitCode = audit.ExitCode(out.Result.ExitCode)
 	}
 	return Verdict{Outcome: audit.EndOK, Out: out}
 }

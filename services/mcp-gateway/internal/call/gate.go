@@ -53,13 +53,10 @@ type Asker interface {
 	Ask(ctx context.Context, q Question) (a Answer, asked bool)
 }
 
-// gate decides whether a gated call runs. It returns run true to go on, or
+// gate decides whether a gated call runs, as the package doc says (a
+// courtesy, not an enforcement boundary). It returns run true to go on, or
 // the verdict to answer with: a denial, a refusal, or a question pending
 // with the client.
-//
-// The gate is a courtesy, not an enforcement boundary: under
-// confirm_over_mcp never, and under auto for a client that cannot elicit,
-// gated tools run unasked. ai:deny is the only reliable exclusion.
 func (c *Core) gate(ctx context.Context, r *Request, e *Entry, input json.RawMessage, line string, rec *record) (Verdict, bool) {
 	if c.cfg.Confirm == config.ConfirmNever {
 		rec.approval = "not asked (expose.agent.mcp.confirm_over_mcp: never)"

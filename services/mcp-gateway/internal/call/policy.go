@@ -128,7 +128,7 @@ func (c *Core) Visible(caller *auth.Caller) []ServedTool {
 // is unknown or hidden from that caller: the two are one answer, so a
 // caller cannot tell which hidden tools exist.
 func (c *Core) Lookup(caller *auth.Caller, name string) (ServedTool, bool) {
-	e := c.entry(name)
+	e := c.Entry(name)
 	if e == nil || !c.allowed(c.cfg.Policy.For(caller), e) {
 		return ServedTool{}, false
 	}
@@ -167,7 +167,7 @@ func (c *Core) Limit(ctx context.Context, r *Request) *Verdict {
 	if !c.cfg.Policy.Rated() || r.Caller == nil {
 		return nil
 	}
-	e := c.entry(r.Tool)
+	e := c.Entry(r.Tool)
 	if e == nil {
 		return nil
 	}

@@ -52,7 +52,7 @@ type record struct {
 
 func (c *Core) newRecord(r *Request) *record {
 	rec := &record{tool: r.Tool, who: r.Caller, input: r.Args, protocol: r.Protocol, surface: r.Surface}
-	if e := c.entry(r.Tool); e != nil {
+	if e := c.Entry(r.Tool); e != nil {
 		rec.remote = e.Remote()
 	}
 	return rec
@@ -160,7 +160,7 @@ func (c *Core) auditCall(ctx context.Context, rec *record, start time.Time, d ti
 			ErrorClass: rec.ending().Class(),
 			ExitCode:   rec.exitCode,
 			Message:    rec.message,
-			DurationMS: float64(d.Microseconds()) / 1000,
+			DurationMS: audit.DurationMS(d),
 		},
 	}
 	if r.Gate.Decision == "" {

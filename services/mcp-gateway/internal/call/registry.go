@@ -82,13 +82,10 @@ func (r *registry) init() {
 	r.byName.Store(&empty)
 }
 
-// entry returns the served tool name, or nil.
-func (r *registry) entry(name string) *Entry { return (*r.byName.Load())[name] }
-
 // Entry returns the served tool name, or nil: whatever the caller, so
 // that a surface can tell a hidden tool from an unknown one in its own
 // bookkeeping (never in an answer).
-func (c *Core) Entry(name string) *Entry { return c.entry(name) }
+func (r *registry) Entry(name string) *Entry { return (*r.byName.Load())[name] }
 
 // Served returns the served tools in registration order.
 func (c *Core) Served() []*Entry {
@@ -253,9 +250,7 @@ func newEntry(source string, t tool.Tool, prev *Entry) (*Entry, error) {
 		Source: source,
 		Gated:  t.Confirmation() == tool.ConfirmRequired,
 	}
-	if l, ok := t.(tool.CommandLiner); ok {
-		e.Liner = l
-	}
+	e.Liner, _ = t.(tool.CommandLiner)
 	if source != SourceLocal {
 		return e, nil
 	}
@@ -263,12 +258,9 @@ func newEntry(source string, t tool.Tool, prev *Entry) (*Entry, error) {
 		e.schema = prev.schema
 		return e, nil
 	}
-	sch, err := compileSchema(t.Name(), t.InputSchema())
-	if err != nil {
-		return e, err
-	}
-	e.schema = sch
-	return e, nil
+	var err error
+	e.schema, err = compileSchema(t.Name(), t.InputSchema())
+	return e, err
 }
 
 // compileSchema compiles a tool's input schema once, so each call only

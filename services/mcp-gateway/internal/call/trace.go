@@ -49,14 +49,8 @@ func (c *Core) startCall(ctx context.Context, r *Request) (context.Context, trac
 	return ctx, span
 }
 
-// endSpan records what became of a call on span (the request's, or the
-// run's) and ends it.
-func endSpan(span trace.Span, rec *record) {
-	recordOutcome(span, rec)
-	span.End()
-}
-
-// recordOutcome records what became of a call on span: the outcome in the
+// recordOutcome records what became of a call on span (the request's, or
+// the run's): the outcome in the
 // metrics' words and the exit code, never the arguments, the command line
 // or the output. A call answered with an approval request has no outcome
 // yet.
