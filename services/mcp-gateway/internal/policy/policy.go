@@ -25,6 +25,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -51,15 +52,11 @@ type Policy struct {
 	grants map[string]*Grant // by the roles' key; guarded by mu
 }
 
+// role is one role as configured, with its rates parsed.
 type role struct {
-	name    string
-	match   []string
-	include config.Filter
-	exclude config.Filter
-	approve bool
-	nats    string
-	share   int
-	rate    config.Rate
+	name string
+	config.Role
+	rate config.Rate
 	// toolRates are the role's tool_rates, sorted by glob.
 	toolRates []toolRate
 }
@@ -75,20 +72,13 @@ func New(p *config.Policy) *Policy {
 	if p == nil {
 		return nil
 	}
-	pol := &Policy{claim: p.Claim, grants: map[string]*Grant{}}
-	if pol.claim == "" {
-		pol.claim = config.DefaultPolicyClaim
-	}
+	pol := &Policy{claim: cmp.Or(p.Claim, config.DefaultPolicyClaim), grants: map[string]*Grant{}}
 	for _, name := range slices.Sorted(maps.Keys(p.Roles)) {
 		r := p.Roles[name]
 		if r == nil {
 			continue
 		}
-		ro := role{
-			name: name, match: r.Match, include: r.Include, exclude: r.Exclude,
-			approve: r.Approve, nats: r.NATSContext, share: r.MaxConcurrentTools,
-			rate: config.MustRate(r.Rate),
-		}
+		ro := role{name: name, Role: *r, rate: config.MustRate(r.Rate)}
 		for _, glob := range slices.Sorted(maps.Keys(r.ToolRates)) {
 			ro.toolRates = append(ro.toolRates, toolRate{glob: glob, rate: config.MustRate(r.ToolRates[glob])})
 		}
@@ -143,7 +133,7 @@ func (p *Policy) Authorize(c *auth.Caller) error {
 	}
 	c.Roles = nil
 	for _, r := range p.roles {
-		if slices.ContainsFunc(r.match, func(m string) bool { return slices.Contains(c.Groups, m) }) {
+		if slices.ContainsFunc(r.Match, func(m string) bool { return slices.Contains(c.Groups, m) }) {
 			c.Roles = append(c.Roles, r.name)
 		}
 	}
@@ -210,16 +200,16 @@ func (p *Policy) grant(names []string) *Grant {
 		}
 		g.Roles = append(g.Roles, r.name)
 		g.roles = append(g.roles, r)
-		g.Approve = g.Approve || r.approve
-		unlimited = unlimited || r.share == 0
-		g.Share = max(g.Share, r.share)
+		g.Approve = g.Approve || r.Approve
+		unlimited = unlimited || r.MaxConcurrentTools == 0
+		g.Share = max(g.Share, r.MaxConcurrentTools)
 		if len(g.roles) == 1 || r.rate.More(g.Rate) {
 			g.Rate = r.rate
 		}
 		if len(g.roles) == 1 {
-			g.NATSContext = r.nats
+			g.NATSContext = r.NATSContext
 		}
-		g.contextConflict = g.contextConflict || r.nats != g.NATSContext
+		g.contextConflict = g.contextConflict || r.NATSContext != g.NATSContext
 	}
 	if unlimited {
 		g.Share = 0
@@ -296,10 +286,10 @@ func (g *Grant) Allows(name string, tags []string, remote bool) bool {
 }
 
 func allows(r role, name string, tags []string) bool {
-	if !r.include.Empty() && !matches(r.include, name, tags) {
+	if !r.Include.Empty() && !matches(r.Include, name, tags) {
 		return false
 	}
-	return !matches(r.exclude, name, tags)
+	return !matches(r.Exclude, name, tags)
 }
 
 func matches(f config.Filter, name string, tags []string) bool {
