@@ -7,6 +7,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -101,10 +102,7 @@ func (g *Gateway) close() {
 // under the context [Gateway.Serve] gets.
 // On an error everything built so far is closed again.
 func New(ctx context.Context, c Config) (_ *Gateway, err error) {
-	log := c.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(c.Logger, slog.Default())
 	if c.LookupEnv == nil {
 		c.LookupEnv = os.LookupEnv
 	}
@@ -149,8 +147,14 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 		metrics = ops.NewMetrics("mcp-gateway", cfg.Identity)
 	}
 	var checks []ops.Check
-	if err := checkPolicyContexts(cfg); err != nil {
+	roles, err := connectRoles(cfg, log)
+	if err != nil {
 		return nil, err
+	}
+	g.onClose(func() { roles.Close() })
+	var remoteVia func(string) (any, error)
+	if roles != nil {
+		remoteVia = roles.remoteVia
 	}
 	// The fleet connection serves remote_tools and carries the audit
 	// trail; without nats_context the trail goes to the log.
@@ -172,15 +176,6 @@ func New(ctx context.Context, c Config) (_ *Gateway, err error) {
 	// Closed after serving has stopped, so the last calls are recorded,
 	// and before the connection closes, so they are flushed.
 	g.onClose(func() { closeAudit(trail, cfg.Identity, log) })
-	roles, err := connectRoles(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	g.onClose(func() { roles.Close() })
-	var remoteVia func(string) (any, error)
-	if roles != nil {
-		remoteVia = roles.remoteVia
-	}
 
 	// With OAuth the gateway names itself in its metadata and in the
 	// audience it accepts, so its URL must be known before it serves: the

@@ -39,13 +39,29 @@ func OpenIndex(cfg *config.Config, rebuild bool, lookupEnv func(string) (string,
 
 // OpenIndexOf opens the index of cfg's knowledge.directory, whether or not
 // serving uses it (the knowledge commands do); rebuild starts it afresh.
-// With knowledge.embeddings, lookupEnv reads the server's key from the
-// variable api_key_env names.
+// With knowledge.embeddings the index gets the vector tier, and lookupEnv
+// reads the server's key from the variable api_key_env names. A key
+// variable that is named but not set is an error: a server that needs the
+// key would refuse every request, and one that does not should not be
+// given a name to look for.
 func OpenIndexOf(cfg *config.Config, rebuild bool, lookupEnv func(string) (string, bool), log *slog.Logger) (*knowledge.Index, error) {
 	k := cfg.Knowledge
-	emb, err := Embeddings(cfg, lookupEnv)
-	if err != nil {
-		return nil, err
+	var emb *knowledge.Embeddings
+	if e := k.Embeddings; e != nil {
+		var key string
+		if e.APIKeyEnv != "" {
+			v, ok := lookupEnv(e.APIKeyEnv)
+			if !ok || v == "" {
+				return nil, fmt.Errorf("%s: knowledge.embeddings.api_key_env names %s, which is not set: export it with the embeddings server's key, or remove knowledge.embeddings.api_key_env", cfg.File, e.APIKeyEnv)
+			}
+			key = v
+		}
+		emb = &knowledge.Embeddings{
+			Client:         embed.New(embed.Config{BaseURL: e.BaseURL, Model: e.Model, APIKey: key, Timeout: e.RequestTimeout()}),
+			QueryPrefix:    e.QueryPrefix,
+			DocumentPrefix: e.DocumentPrefix,
+			Batch:          e.BatchSize(),
+		}
 	}
 	idx, err := knowledge.Open(knowledge.Options{
 		Embeddings:     emb,
@@ -61,31 +77,6 @@ func OpenIndexOf(cfg *config.Config, rebuild bool, lookupEnv func(string) (strin
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	return idx, nil
-}
-
-// Embeddings returns the vector tier knowledge.embeddings configures, nil
-// when it is absent. A key variable that is named but not set is an
-// error: a server that needs the key would refuse every request, and one
-// that does not should not be given a name to look for.
-func Embeddings(cfg *config.Config, lookupEnv func(string) (string, bool)) (*knowledge.Embeddings, error) {
-	if cfg.Knowledge == nil || cfg.Knowledge.Embeddings == nil {
-		return nil, nil
-	}
-	e := cfg.Knowledge.Embeddings
-	var key string
-	if e.APIKeyEnv != "" {
-		v, ok := lookupEnv(e.APIKeyEnv)
-		if !ok || v == "" {
-			return nil, fmt.Errorf("%s: knowledge.embeddings.api_key_env names %s, which is not set: export it with the embeddings server's key, or remove knowledge.embeddings.api_key_env", cfg.File, e.APIKeyEnv)
-		}
-		key = v
-	}
-	return &knowledge.Embeddings{
-		Client:         embed.New(embed.Config{BaseURL: e.BaseURL, Model: e.Model, APIKey: key, Timeout: e.RequestTimeout()}),
-		QueryPrefix:    e.QueryPrefix,
-		DocumentPrefix: e.DocumentPrefix,
-		Batch:          e.BatchSize(),
-	}, nil
 }
 
 // resourcesIndex is the index to serve as MCP resources, or nil when

@@ -20,20 +20,6 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
-// checkPolicyContexts refuses a policy whose roles name a nats context
-// that cannot be loaded, naming the role's key: Validate reads no files,
-// and a role that silently fell back to the gateway's own credentials
-// would reach more of the fleet than the operator meant.
-func checkPolicyContexts(cfg *config.Config) error {
-	contexts := cfg.PolicyContexts()
-	for _, key := range slices.Sorted(maps.Keys(contexts)) {
-		if err := natsconn.Check(contexts[key]); err != nil {
-			return fmt.Errorf("%s: %s %q: %w: fix %s or create the context with nats context add", cfg.File, key, contexts[key], err, key)
-		}
-	}
-	return nil
-}
-
 // roleConns are the NATS connections of the policy roles that name a nats
 // context of their own: a caller of such a role makes its remote calls
 // over that connection, so the fleet's subject permissions, not the
@@ -52,10 +38,19 @@ type roleConns struct {
 type roleProbe struct{ context, host string }
 
 // connectRoles connects once per distinct nats context the policy's roles
-// name. Without remote_tools a role's context has nothing to reach, which
-// is logged.
+// name. First it refuses a context that cannot be loaded, naming the
+// role's key: Validate reads no files, and a role that silently fell back
+// to the gateway's own credentials would reach more of the fleet than the
+// operator meant. Without remote_tools a role's context has nothing to
+// reach, which is logged.
 func connectRoles(cfg *config.Config, log *slog.Logger) (*roleConns, error) {
 	contexts := cfg.PolicyContexts()
+	keys := slices.Sorted(maps.Keys(contexts))
+	for _, key := range keys {
+		if err := natsconn.Check(contexts[key]); err != nil {
+			return nil, fmt.Errorf("%s: %s %q: %w: fix %s or create the context with nats context add", cfg.File, key, contexts[key], err, key)
+		}
+	}
 	if len(contexts) == 0 {
 		return nil, nil
 	}
@@ -64,7 +59,7 @@ func connectRoles(cfg *config.Config, log *slog.Logger) (*roleConns, error) {
 		return nil, nil
 	}
 	rc := &roleConns{clients: map[string]*a2a.Client{}}
-	for _, key := range slices.Sorted(maps.Keys(contexts)) {
+	for _, key := range keys {
 		name := contexts[key]
 		if rc.clients[name] != nil {
 			continue
