@@ -1,6 +1,7 @@
 package call
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,12 +110,8 @@ func New(cfg Config) *Core {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = tool.DefaultTimeout
 	}
-	if cfg.Confirm == "" {
-		cfg.Confirm = config.ConfirmAuto
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Confirm = cmp.Or(cfg.Confirm, config.ConfirmAuto)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	c := &Core{
 		cfg:   cfg,
 		log:   cfg.Logger,
