@@ -71,13 +71,10 @@ func narrowToRole(cfg *config.Config, role string, listing *tool.Listing, e env)
 		}
 		return fmt.Errorf("%s: --role %s: expose.agent.mcp.policy.roles has no such role (roles: %s)", cfg.File, role, strings.Join(pol.Names(), ", "))
 	}
-	origin := listing.Origin
-	if origin == nil {
-		origin = func(tool.Tool) string { return "local" }
-	}
 	var kept []tool.Tool
 	for _, t := range listing.Served {
-		if g.Allows(t.Name(), t.Tags(), origin(t) != "local") {
+		remote := listing.Origin != nil && listing.Origin(t) != "local"
+		if g.Allows(t.Name(), t.Tags(), remote) {
 			kept = append(kept, t)
 			continue
 		}

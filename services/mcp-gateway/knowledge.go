@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -145,11 +146,7 @@ func (c *knowledgeSearchCmd) Run(ctx context.Context, log *slog.Logger, e env) e
 		fmt.Fprintln(e.stdout, "no sections match (is the index built? run mcp-gateway knowledge index)")
 	}
 	for n, h := range res.Hits {
-		where := h.Title
-		if h.Heading != "" {
-			where = h.Heading
-		}
-		fmt.Fprintf(e.stdout, "%d. %s  (score %.4g)  %s\n", n+1, h.Citation, h.Score, where)
+		fmt.Fprintf(e.stdout, "%d. %s  (score %.4g)  %s\n", n+1, h.Citation, h.Score, cmp.Or(h.Heading, h.Title))
 		for _, l := range strings.Split(h.Text, "\n") {
 			fmt.Fprintf(e.stdout, "   %s\n", l)
 		}

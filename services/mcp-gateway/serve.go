@@ -76,7 +76,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, e env) error {
 		Token:     token,
 		Version:   e.version,
 		LookupEnv: e.lookupEnv,
-		Listening: func(a net.Addr) { printAddHint(e.stdout, cfg.Identity, a, m.AuthTokenEnv) },
+		Listening: func(a net.Addr) { fmt.Fprintln(e.stdout, addHint(cfg.Identity, a, m.AuthTokenEnv)) },
 		Logger:    log,
 	})
 	if err != nil {
@@ -126,13 +126,8 @@ func resolveAddress(flagAddress string, flagPort *int, m *config.MCP) (string, e
 	return net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(port)), nil
 }
 
-// printAddHint prints the ready-to-paste command that adds this gateway to
-// Claude Code, with the bearer header when a token is configured.
-func printAddHint(w io.Writer, identity string, a net.Addr, tokenEnv string) {
-	fmt.Fprintln(w, addHint(identity, a, tokenEnv))
-}
-
-// addHint is the `claude mcp add` line for a gateway bound to a. A gateway
+// addHint is the ready-to-paste `claude mcp add` line for a gateway bound
+// to a, with the bearer header when a token is configured. A gateway
 // listening on every interface is shown at its loopback address, which
 // works from this machine; clients elsewhere use the host's name.
 func addHint(identity string, a net.Addr, tokenEnv string) string {
