@@ -186,12 +186,12 @@ func (c *Core) Limit(ctx context.Context, r *Request) *Verdict {
 	start := time.Now()
 	rec := c.newRecord(r)
 	ctx, span := c.startCall(ctx, r)
-	v := Verdict{RetryAfter: wait}
-	if over == 0 {
-		v = rec.fail(audit.EndMCPRefusedRate, fmt.Sprintf("%s was not run: you are over your rate of %s calls (roles %s, expose.agent.mcp.policy.roles.*.rate); retry in %ds", e.Name(), g.Rate, joinRoles(g), v.RetryAfterSeconds()))
-	} else {
-		v = rec.fail(audit.EndMCPRefusedRate, fmt.Sprintf("%s was not run: you are over your rate of %s calls of it (roles %s, expose.agent.mcp.policy.roles.*.tool_rates); retry in %ds", e.Name(), tr, joinRoles(g), v.RetryAfterSeconds()))
+	secs := Verdict{RetryAfter: wait}.RetryAfterSeconds()
+	msg := fmt.Sprintf("%s was not run: you are over your rate of %s calls (roles %s, expose.agent.mcp.policy.roles.*.rate); retry in %ds", e.Name(), g.Rate, joinRoles(g), secs)
+	if over > 0 {
+		msg = fmt.Sprintf("%s was not run: you are over your rate of %s calls of it (roles %s, expose.agent.mcp.policy.roles.*.tool_rates); retry in %ds", e.Name(), tr, joinRoles(g), secs)
 	}
+	v := rec.fail(audit.EndMCPRefusedRate, msg)
 	v.RetryAfter = wait
 	c.finish(ctx, span, rec, start)
 	return &v
