@@ -430,18 +430,14 @@ func warnExposure(c Config, log *slog.Logger) {
 	if config.IsLoopback(host) {
 		return
 	}
-	identity := c.File.Identity
+	msg := "serving on a non-loopback address: the bearer token travels in clear text unless a TLS proxy fronts the gateway"
 	switch {
 	case c.File.Expose.Agent.MCP.Auth != nil:
-		log.Warn("serving on a non-loopback address: access tokens travel in clear text unless a TLS proxy fronts the gateway",
-			"agent", identity, "address", c.Address)
+		msg = "serving on a non-loopback address: access tokens travel in clear text unless a TLS proxy fronts the gateway"
 	case c.Token == "":
-		log.Warn("serving on a non-loopback address without a token: anyone who can reach it can call these tools; set expose.agent.mcp.auth_token_env to require a bearer token",
-			"agent", identity, "address", c.Address)
-	default:
-		log.Warn("serving on a non-loopback address: the bearer token travels in clear text unless a TLS proxy fronts the gateway",
-			"agent", identity, "address", c.Address)
+		msg = "serving on a non-loopback address without a token: anyone who can reach it can call these tools; set expose.agent.mcp.auth_token_env to require a bearer token"
 	}
+	log.Warn(msg, "agent", c.File.Identity, "address", c.Address)
 }
 
 // closeAudit publishes the audit records still buffered and flushes them,
