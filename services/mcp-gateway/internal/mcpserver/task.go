@@ -135,7 +135,7 @@ func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, re
 	// tasks/cancel, its session's end (for a session's task),
 	// tool_timeout and the gateway's stop end it.
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	run, err := s.tasks.Start(ctx, tr.owner, tr.session, name, tr.ttl, tr.room, cancel)
+	run, err := s.tasks.StartTask(ctx, tasks.Task{Owner: tr.owner, Session: tr.session, Tool: name, TTL: tr.ttl}, tr.room, cancel)
 	if err != nil {
 		cancel(err)
 		return mcp.NewToolResultError(fmt.Sprintf("%s was not run: %v", name, err))

@@ -304,7 +304,7 @@ func (f *Fleet) serveCancel(m *Manager, msg *nats.Msg) {
 		rep.Error = "want {\"id\": TASK_ID}"
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), CancelWait)
-		rep.Running = m.StopLocal(ctx, req.ID, ErrCancelled)
+		rep.Running = m.stopLocal(ctx, req.ID, ErrCancelled)
 		cancel()
 	}
 	b, _ := json.Marshal(rep)

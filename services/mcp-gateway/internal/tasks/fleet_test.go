@@ -59,7 +59,7 @@ func (g *gateway) run(tb testing.TB, owner string) (Task, <-chan error) {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	run, err := g.m.Start(tb.Context(), owner, "s1", "spawn", time.Minute, r, cancel)
+	run, err := g.m.StartTask(tb.Context(), Task{Owner: owner, Session: "s1", Tool: "spawn", TTL: time.Minute}, r, cancel)
 	if err != nil {
 		tb.Fatal(err)
 	}

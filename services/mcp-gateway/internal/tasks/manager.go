@@ -96,17 +96,11 @@ func (r *Run) Task() Task { return r.task }
 // Ended is closed once [Run.Finish] has recorded the call's end.
 func (r *Run) Ended() <-chan struct{} { return r.ended }
 
-// Start records a working task of owner, created by session, for tool, in
-// the room res reserved; cancel stops its call, whose end must be
-// reported with [Run.Finish]. It fails with [ErrStopping] once the
-// manager is closed.
-func (m *Manager) Start(ctx context.Context, owner, session, tool string, ttl time.Duration, res *Reservation, cancel context.CancelCauseFunc) (*Run, error) {
-	return m.StartTask(ctx, Task{Owner: owner, Session: session, Tool: tool, TTL: ttl}, res, cancel)
-}
-
-// StartTask is [Manager.Start] for the task t describes: its owner,
-// session, tool, ttl and context; the id, instance and status are the
-// manager's to set.
+// StartTask records a working task as t describes it (its owner, session,
+// tool, ttl and context; the id, instance and status are the manager's to
+// set), in the room res reserved; cancel stops its call, whose end must be
+// reported with [Run.Finish]. It fails with [ErrStopping] once the manager
+// is closed.
 func (m *Manager) StartTask(ctx context.Context, t Task, res *Reservation, cancel context.CancelCauseFunc) (*Run, error) {
 	t.ID, t.Instance, t.Status = NewID(), m.cfg.Instance, mcp.TaskStatusWorking
 	m.mu.Lock()
@@ -248,13 +242,9 @@ func (m *Manager) Cancel(ctx context.Context, owner, id string) (Task, error) {
 	return t, nil
 }
 
-// StopLocal stops this process's call of task id, if it runs one, and
+// stopLocal stops this process's call of task id, if it runs one, and
 // waits for it to return (at most until ctx ends). It reports whether it
 // ran one. [Fleet] calls it for cancels from other gateways.
-func (m *Manager) StopLocal(ctx context.Context, id string, cause error) bool {
-	return m.stopLocal(ctx, id, cause)
-}
-
 func (m *Manager) stopLocal(ctx context.Context, id string, cause error) bool {
 	m.mu.Lock()
 	r := m.runs[id]
