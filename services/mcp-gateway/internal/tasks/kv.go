@@ -373,11 +373,13 @@ func (s *KV) Reserve(ctx context.Context) (*Reservation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reserved++
-	return &Reservation{release: func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.reserved--
-	}}, nil
+	return &Reservation{release: s.unreserve}, nil
+}
+
+func (s *KV) unreserve() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserved--
 }
 
 // makeRoom drops the expired tasks and, when that is not enough, the task
@@ -400,7 +402,7 @@ func (s *KV) makeRoom(ctx context.Context) error {
 		return nil
 	}
 	if oldest < 0 {
-		return fmt.Errorf("%w: all %d tasks kept are still running (expose.agent.mcp.max_tasks); wait for one to finish or cancel one", ErrFull, s.cfg.Max)
+		return errFull(s.cfg.Max)
 	}
 	s.remove(ctx, kept[oldest].Task, kept[oldest].rev)
 	return nil
@@ -423,9 +425,7 @@ func (s *KV) keys(ctx context.Context, filter string) ([]string, error) {
 func (s *KV) Create(ctx context.Context, t Task, r *Reservation) (Task, error) {
 	defer func() {
 		if r.use() {
-			s.mu.Lock()
-			s.reserved--
-			s.mu.Unlock()
+			s.unreserve()
 		}
 	}()
 	t.Created = s.now()

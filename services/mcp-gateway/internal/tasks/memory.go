@@ -3,7 +3,6 @@ package tasks
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"github.com/mark3labs/mcp-go/mcp"
 	"slices"
 	"sync"
@@ -42,7 +41,7 @@ func (m *Memory) Reserve(context.Context) (*Reservation, error) {
 	defer m.mu.Unlock()
 	m.sweepLocked()
 	if len(m.byID)+m.reserved >= m.max && !m.evictLocked() {
-		return nil, fmt.Errorf("%w: all %d tasks kept are still running (expose.agent.mcp.max_tasks); wait for one to finish or cancel one", ErrFull, m.max)
+		return nil, errFull(m.max)
 	}
 	m.reserved++
 	return &Reservation{release: func() {

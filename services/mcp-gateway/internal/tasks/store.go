@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -42,6 +43,11 @@ type Store interface {
 	Sweep(ctx context.Context) error
 	// Count returns the tasks kept, of every owner.
 	Count(ctx context.Context) (int, error)
+}
+
+// errFull refuses a new task of a store keeping max tasks, all running.
+func errFull(max int) error {
+	return fmt.Errorf("%w: all %d tasks kept are still running (expose.agent.mcp.max_tasks); wait for one to finish or cancel one", ErrFull, max)
 }
 
 // Clock is the store's time; nil means time.Now. Tests move it by hand.
