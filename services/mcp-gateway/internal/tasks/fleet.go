@@ -115,13 +115,14 @@ func (f *Fleet) Start(ctx context.Context, m *Manager) error {
 	if err := f.firstBeat(ctx); err != nil {
 		return err
 	}
-	sub, err := f.nc.Subscribe(CancelSubject(f.cfg.Identity, f.cfg.Instance), func(msg *nats.Msg) { go f.serveCancel(m, msg) })
+	subject := CancelSubject(f.cfg.Identity, f.cfg.Instance)
+	sub, err := f.nc.Subscribe(subject, func(msg *nats.Msg) { go f.serveCancel(m, msg) })
 	if err != nil {
-		return fmt.Errorf("subscribing to %s: %w", CancelSubject(f.cfg.Identity, f.cfg.Instance), err)
+		return fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
 	if err := f.nc.FlushTimeout(f.cfg.InstanceTTL / 3); err != nil {
 		_ = sub.Unsubscribe()
-		return fmt.Errorf("subscribing to %s: %w", CancelSubject(f.cfg.Identity, f.cfg.Instance), err)
+		return fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
