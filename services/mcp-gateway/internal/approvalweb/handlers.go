@@ -98,7 +98,7 @@ func (p *Page) serveIndex(w http.ResponseWriter, r *http.Request) {
 		p.renderNotApprover(w, r, s)
 		return
 	}
-	reqs, _, _ := p.board.snapshot(time.Now())
+	reqs, _ := p.board.snapshot(time.Now())
 	p.render(w, r, http.StatusOK, indexView{
 		Who:      s.name,
 		Roles:    s.roles,
@@ -338,7 +338,7 @@ func (p *Page) servePendingJSON(w http.ResponseWriter, r *http.Request) {
 	if !p.apiSession(w, r) {
 		return
 	}
-	reqs, _, _ := p.board.snapshot(time.Now())
+	reqs, _ := p.board.snapshot(time.Now())
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(pendingJSON{Pending: views(reqs, time.Now())})
 }
@@ -391,7 +391,7 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 	defer expiry.Stop()
 	for {
 		now := time.Now()
-		reqs, _, changed := p.board.snapshot(now)
+		reqs, changed := p.board.snapshot(now)
 		data, _ := json.Marshal(pendingJSON{Pending: views(reqs, now)})
 		if _, err := fmt.Fprintf(w, "event: pending\ndata: %s\n\n", data); err != nil {
 			return

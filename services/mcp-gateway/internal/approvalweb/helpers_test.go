@@ -292,3 +292,11 @@ func flash(page string) string {
 	}
 	return m[1]
 }
+
+// len is the number of sessions stored, expired ones included until
+// looked up or pushed out.
+func (t *sessions) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byKey)
+}

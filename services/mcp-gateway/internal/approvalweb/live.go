@@ -16,10 +16,9 @@ import (
 // dozen open tabs cost NATS one subscription. Its methods are safe for
 // concurrent use.
 type board struct {
-	// mu guards pending, version and changed.
+	// mu guards pending and changed.
 	mu      sync.Mutex
 	pending map[string]approval.Request
-	version uint64
 	// changed is closed, and replaced, on every change.
 	changed chan struct{}
 }
@@ -60,15 +59,13 @@ func (b *board) reset() {
 }
 
 func (b *board) bumpLocked() {
-	b.version++
 	close(b.changed)
 	b.changed = make(chan struct{})
 }
 
 // snapshot returns the requests pending and not yet expired at now,
-// oldest first, the version they are of, and a channel closed at the
-// next change.
-func (b *board) snapshot(now time.Time) ([]approval.Request, uint64, <-chan struct{}) {
+// oldest first, and a channel closed at the next change.
+func (b *board) snapshot(now time.Time) ([]approval.Request, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]approval.Request, 0, len(b.pending))
@@ -83,7 +80,7 @@ func (b *board) snapshot(now time.Time) ([]approval.Request, uint64, <-chan stru
 		}
 		return strings.Compare(x.ID, y.ID)
 	})
-	return out, b.version, b.changed
+	return out, b.changed
 }
 
 // nextExpiry is the earliest expiry after now, zero when none: the

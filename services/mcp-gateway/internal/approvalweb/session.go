@@ -134,14 +134,6 @@ func (t *sessions) remove(id string) {
 	delete(t.byKey, k)
 }
 
-// len is the number of sessions stored, expired ones included until
-// looked up or pushed out.
-func (t *sessions) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.byKey)
-}
-
 // randomToken is 32 random bytes, base64url: a session id, a CSRF token,
 // an OAuth state, nonce or PKCE verifier.
 func randomToken() string {

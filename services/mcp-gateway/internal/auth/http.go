@@ -181,7 +181,7 @@ func (v *Verifier) MetadataURL() string { return v.metadataURL }
 // resource, its one authorization server (the issuer), the configured
 // scopes and bearer_methods_supported ["header"]. It is public (no token)
 // and readable cross-origin, as browser-based MCP clients need. Mount it
-// at every path of [Verifier.MetadataPaths], or use [Verifier.Mount].
+// at every path of [Verifier.MetadataPaths].
 func (v *Verifier) MetadataHandler() http.Handler {
 	doc, err := json.Marshal(struct {
 		Resource               string   `json:"resource"`
@@ -203,13 +203,4 @@ func (v *Verifier) MetadataHandler() http.Handler {
 		w.Header().Set("Cache-Control", "max-age=300")
 		w.Write(doc)
 	})
-}
-
-// Mount serves [Verifier.MetadataHandler] on mux at every path of
-// [Verifier.MetadataPaths].
-func (v *Verifier) Mount(mux *http.ServeMux) {
-	h := v.MetadataHandler()
-	for _, p := range v.MetadataPaths() {
-		mux.Handle(p, h)
-	}
 }
