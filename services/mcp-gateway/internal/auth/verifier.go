@@ -266,34 +266,21 @@ func (v *Verifier) discover(ctx context.Context) (_ *keySource, err error) {
 			cancel()
 		}
 	}()
-	// The first fetch runs inside NewStorageFromHTTP, which reports its
-	// failure only to the handler: catch it there, log the later ones.
-	var (
-		fetched  atomic.Bool
-		firstErr atomic.Pointer[error]
-	)
+	// NewStorageFromHTTP returns the first fetch's failure; the handler
+	// sees only the scheduled refetches'.
 	cache := jwkset.NewMemoryStorage()
 	store, err := jwkset.NewStorageFromHTTP(jwksURL, jwkset.HTTPClientStorageOptions{
-		Client:                    v.cfg.HTTPClient,
-		Ctx:                       ctx,
-		HTTPTimeout:               fetchTimeout,
-		NoErrorReturnFirstHTTPReq: true,
-		RefreshInterval:           keyRefreshInterval,
+		Client:          v.cfg.HTTPClient,
+		Ctx:             ctx,
+		HTTPTimeout:     fetchTimeout,
+		RefreshInterval: keyRefreshInterval,
 		RefreshErrorHandler: func(_ context.Context, err error) {
-			if !fetched.Load() {
-				firstErr.CompareAndSwap(nil, &err)
-				return
-			}
 			v.log.Warn("fetching the issuer's key set failed; the cached keys stay in use", "jwks_uri", jwksURL, "error", err)
 		},
 		Storage: cache,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: key set %s: %w", ErrDiscovery, jwksURL, err)
-	}
-	fetched.Store(true)
-	if p := firstErr.Load(); p != nil {
-		return nil, fmt.Errorf("%w: fetching the key set %s: %w", ErrDiscovery, jwksURL, *p)
+		return nil, fmt.Errorf("%w: fetching the key set %s: %w", ErrDiscovery, jwksURL, err)
 	}
 	if all, err := cache.KeyReadAll(ctx); err != nil || len(all) == 0 {
 		return nil, fmt.Errorf("%w: the key set %s holds no usable key", ErrDiscovery, jwksURL)
