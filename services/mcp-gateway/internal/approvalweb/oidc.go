@@ -31,7 +31,7 @@ const (
 	loginTTL = 10 * time.Minute
 	// maxLogins bounds the sign-ins under way; the oldest makes room.
 	maxLogins = 256
-	// maxProviderBytes caps the provider's metadata and token responses.
+	// maxProviderBytes caps the provider's token responses.
 	maxProviderBytes = 1 << 20
 	// keysWait is how long a sign-in waits for the issuer's keys, which
 	// the verifier fetches in the background from the page's start: a
@@ -49,16 +49,8 @@ type oidcClient struct {
 
 	// mu guards meta and logins.
 	mu     sync.Mutex
-	meta   *providerMeta
+	meta   *auth.IssuerMetadata
 	logins map[string]*login // by state
-}
-
-// providerMeta is what the page needs of the issuer's OpenID discovery
-// document.
-type providerMeta struct {
-	Issuer                string `json:"issuer"`
-	AuthorizationEndpoint string `json:"authorization_endpoint"`
-	TokenEndpoint         string `json:"token_endpoint"`
 }
 
 // login is one sign-in under way: the state names it, the nonce must come
@@ -75,38 +67,22 @@ func newOIDCClient(cfg OIDC, v *auth.Verifier) *oidcClient {
 	return &oidcClient{cfg: cfg, verifier: v, logins: map[string]*login{}}
 }
 
-// metadata returns the issuer's endpoints, fetched once; a failure is
-// not kept, so the next sign-in tries again.
-func (o *oidcClient) metadata(ctx context.Context) (providerMeta, error) {
+// metadata returns the issuer's endpoints, discovered once as the
+// verifier discovers its keys; a failure is not kept, so the next sign-in
+// tries again.
+func (o *oidcClient) metadata(ctx context.Context) (auth.IssuerMetadata, error) {
 	o.mu.Lock()
 	m := o.meta
 	o.mu.Unlock()
 	if m != nil {
 		return *m, nil
 	}
-	u := strings.TrimSuffix(o.cfg.Issuer, "/") + "/.well-known/openid-configuration"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	meta, u, err := auth.DiscoverIssuer(ctx, o.cfg.HTTPClient, o.cfg.Issuer)
 	if err != nil {
-		return providerMeta{}, fmt.Errorf("discovering the issuer: %w", err)
+		return meta, err
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := o.cfg.HTTPClient.Do(req)
-	if err != nil {
-		return providerMeta{}, fmt.Errorf("discovering the issuer: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return providerMeta{}, fmt.Errorf("discovering the issuer: %s answered %s", u, resp.Status)
-	}
-	var meta providerMeta
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxProviderBytes)).Decode(&meta); err != nil {
-		return providerMeta{}, fmt.Errorf("discovering the issuer: decoding %s: %w", u, err)
-	}
-	switch {
-	case meta.Issuer != o.cfg.Issuer:
-		return providerMeta{}, fmt.Errorf("discovering the issuer: %s names issuer %q, not %q", u, meta.Issuer, o.cfg.Issuer)
-	case auth.AbsoluteURL(meta.AuthorizationEndpoint) != nil || auth.AbsoluteURL(meta.TokenEndpoint) != nil:
-		return providerMeta{}, fmt.Errorf("discovering the issuer: %s lacks an absolute authorization_endpoint or token_endpoint", u)
+	if auth.AbsoluteURL(meta.AuthorizationEndpoint) != nil || auth.AbsoluteURL(meta.TokenEndpoint) != nil {
+		return auth.IssuerMetadata{}, fmt.Errorf("%w: %s lacks an absolute authorization_endpoint or token_endpoint", auth.ErrDiscovery, u)
 	}
 	o.mu.Lock()
 	o.meta = &meta
@@ -160,7 +136,7 @@ func (o *oidcClient) finish(state, cookie string, now time.Time) (*login, error)
 
 // authorizeURL is where the browser goes to sign in: the authorization
 // code flow with PKCE (S256), state and nonce.
-func (o *oidcClient) authorizeURL(meta providerMeta, state string, l *login, loginHint string) (string, error) {
+func (o *oidcClient) authorizeURL(meta auth.IssuerMetadata, state string, l *login, loginHint string) (string, error) {
 	u, err := url.Parse(meta.AuthorizationEndpoint)
 	if err != nil {
 		return "", err
@@ -194,7 +170,7 @@ type tokenResponse struct {
 // authenticating the page with client_secret_basic (or, without a
 // secret, as a public client) and proving the sign-in with the PKCE
 // verifier.
-func (o *oidcClient) redeem(ctx context.Context, meta providerMeta, code string, l *login) (tokenResponse, error) {
+func (o *oidcClient) redeem(ctx context.Context, meta auth.IssuerMetadata, code string, l *login) (tokenResponse, error) {
 	form := url.Values{
 		"grant_type":    {"authorization_code"},
 		"code":          {code},

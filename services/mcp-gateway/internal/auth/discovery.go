@@ -38,37 +38,55 @@ func issuerMetadataURLs(issuer string) ([]string, error) {
 	return urls, nil
 }
 
-// fetchJWKSURL reads the issuer's metadata from the first place that has
-// it and returns its jwks_uri. A document naming another issuer is
-// refused outright (RFC 8414 section 3.3): it is not this issuer's.
-func (v *Verifier) fetchJWKSURL(ctx context.Context) (string, error) {
-	urls, err := issuerMetadataURLs(v.cfg.Auth.Issuer)
+// IssuerMetadata is what the gateway reads of an issuer's metadata
+// document: the key set for the verifier, the endpoints for the approvals
+// page's sign-in.
+type IssuerMetadata struct {
+	Issuer                string `json:"issuer"`
+	JWKSURI               string `json:"jwks_uri"`
+	AuthorizationEndpoint string `json:"authorization_endpoint"`
+	TokenEndpoint         string `json:"token_endpoint"`
+}
+
+// DiscoverIssuer reads the metadata of issuer from the first place that
+// has it (see issuerMetadataURLs) and returns it with the URL it came
+// from. A document naming another issuer is refused outright (RFC 8414
+// section 3.3): it is not this issuer's. Errors wrap [ErrDiscovery]; the
+// caller checks the fields it needs.
+func DiscoverIssuer(ctx context.Context, client *http.Client, issuer string) (IssuerMetadata, string, error) {
+	urls, err := issuerMetadataURLs(issuer)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrDiscovery, err)
+		return IssuerMetadata{}, "", fmt.Errorf("%w: %w", ErrDiscovery, err)
 	}
 	var errs []error
 	for _, u := range urls {
-		var meta struct {
-			Issuer  string `json:"issuer"`
-			JWKSURI string `json:"jwks_uri"`
-		}
-		err := v.getJSON(ctx, u, &meta)
+		var meta IssuerMetadata
+		err := getJSON(ctx, client, u, &meta)
 		if errors.Is(err, errNotThere) {
 			errs = append(errs, err)
 			continue
 		}
 		if err != nil {
-			return "", fmt.Errorf("%w: %w", ErrDiscovery, err)
+			return IssuerMetadata{}, u, fmt.Errorf("%w: %w", ErrDiscovery, err)
 		}
-		if meta.Issuer != v.cfg.Auth.Issuer {
-			return "", fmt.Errorf("%w: %s names issuer %q, want exactly %q", ErrDiscovery, u, meta.Issuer, v.cfg.Auth.Issuer)
+		if meta.Issuer != issuer {
+			return IssuerMetadata{}, u, fmt.Errorf("%w: %s names issuer %q, want exactly %q", ErrDiscovery, u, meta.Issuer, issuer)
 		}
-		if err := AbsoluteURL(meta.JWKSURI); err != nil {
-			return "", fmt.Errorf("%w: %s: jwks_uri: %w", ErrDiscovery, u, err)
-		}
-		return meta.JWKSURI, nil
+		return meta, u, nil
 	}
-	return "", fmt.Errorf("%w: no metadata at %s: %w", ErrDiscovery, strings.Join(urls, " or "), errors.Join(errs...))
+	return IssuerMetadata{}, "", fmt.Errorf("%w: no metadata at %s: %w", ErrDiscovery, strings.Join(urls, " or "), errors.Join(errs...))
+}
+
+// fetchJWKSURL discovers the issuer and returns its jwks_uri.
+func (v *Verifier) fetchJWKSURL(ctx context.Context) (string, error) {
+	meta, u, err := DiscoverIssuer(ctx, v.cfg.HTTPClient, v.cfg.Auth.Issuer)
+	if err != nil {
+		return "", err
+	}
+	if err := AbsoluteURL(meta.JWKSURI); err != nil {
+		return "", fmt.Errorf("%w: %s: jwks_uri: %w", ErrDiscovery, u, err)
+	}
+	return meta.JWKSURI, nil
 }
 
 // errNotThere marks a metadata URL that answered, but not with metadata:
@@ -78,13 +96,13 @@ var errNotThere = errors.New("no metadata here")
 // getJSON decodes the JSON document at u into dst. A connection failure
 // is returned as is (the issuer is down: trying elsewhere on it is
 // pointless); a non-200 answer wraps errNotThere.
-func (v *Verifier) getJSON(ctx context.Context, u string, dst any) error {
+func getJSON(ctx context.Context, client *http.Client, u string, dst any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := v.cfg.HTTPClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
