@@ -163,7 +163,7 @@ func (p *Page) serveTokenSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := p.sessions.create(&session{name: name, approver: true}, time.Now())
-	http.SetCookie(w, sessionCookieFor(id, p.secure(r)))
+	p.setCookie(w, r, sessionCookie, id, 0, http.SameSiteStrictMode)
 	p.log.Info("approver signed in", "approver", name)
 	http.Redirect(w, r, basePath, http.StatusSeeOther)
 }
@@ -179,7 +179,7 @@ func (p *Page) serveSignOut(w http.ResponseWriter, r *http.Request) {
 		p.sessions.remove(id)
 		p.log.Info("approver signed out", "approver", s.name)
 	}
-	http.SetCookie(w, clearedCookie(sessionCookie, p.secure(r), http.SameSiteStrictMode))
+	p.setCookie(w, r, sessionCookie, "", -1, http.SameSiteStrictMode)
 	http.Redirect(w, r, basePath, http.StatusSeeOther)
 }
 

@@ -97,19 +97,7 @@ func (o *oidcClient) start(now time.Time) (state, cookie string, l *login) {
 	l = &login{nonce: randomToken(), verifier: randomToken(), binding: sha256.Sum256([]byte(cookie)), created: now}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.logins) >= maxLogins {
-		var oldest string
-		for s, x := range o.logins {
-			if now.Sub(x.created) > loginTTL {
-				delete(o.logins, s)
-			} else if oldest == "" || x.created.Before(o.logins[oldest].created) {
-				oldest = s
-			}
-		}
-		if len(o.logins) >= maxLogins {
-			delete(o.logins, oldest)
-		}
-	}
+	makeRoom(o.logins, maxLogins, now, func(x *login) time.Time { return x.created.Add(loginTTL) })
 	o.logins[state] = l
 	return state, cookie, l
 }
@@ -285,7 +273,7 @@ func (p *Page) serveOIDCSignIn(w http.ResponseWriter, r *http.Request) {
 		p.render(w, r, http.StatusBadGateway, messageView{Title: "Sign-in unavailable", Message: err.Error(), Bad: true})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: cookie, Path: basePath, MaxAge: int(loginTTL / time.Second), HttpOnly: true, Secure: p.secure(r), SameSite: http.SameSiteLaxMode})
+	p.setCookie(w, r, loginCookie, cookie, int(loginTTL/time.Second), http.SameSiteLaxMode)
 	http.Redirect(w, r, target, http.StatusFound)
 }
 
@@ -299,7 +287,7 @@ func (p *Page) serveCallback(w http.ResponseWriter, r *http.Request) {
 		p.render(w, r, http.StatusNotFound, messageView{Title: "Not found", Message: "Approvers sign in with a token here.", Bad: true})
 		return
 	}
-	http.SetCookie(w, clearedCookie(loginCookie, p.secure(r), http.SameSiteLaxMode))
+	p.setCookie(w, r, loginCookie, "", -1, http.SameSiteLaxMode)
 	q := r.URL.Query()
 	var cookie string
 	if c, err := r.Cookie(loginCookie); err == nil {
@@ -339,7 +327,7 @@ func (p *Page) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	approver := len(c.Roles) > 0 && pol.For(c).Approve
 	id := p.sessions.create(&session{name: c.Subject, roles: c.Roles, approver: approver}, time.Now())
-	http.SetCookie(w, sessionCookieFor(id, p.secure(r)))
+	p.setCookie(w, r, sessionCookie, id, 0, http.SameSiteStrictMode)
 	p.log.Info("signed in at the authorization server", "subject", c.Subject, "roles", c.Roles, "approver", approver)
 	p.render(w, r, http.StatusOK, signedInView{Who: c.Subject})
 }

@@ -162,9 +162,19 @@ func (p *Page) session(r *http.Request, takeFlash bool) (session, string, bool) 
 	return s, c.Value, ok
 }
 
-// secure reports whether r came over TLS, as [Config.TrustForwardedProto]
-// decides.
-func (p *Page) secure(r *http.Request) bool { return secureRequest(r, p.cfg.TrustForwardedProto) }
+// secure reports whether the browser reached the page over TLS: a TLS
+// connection, or, when [Config.TrustForwardedProto] says so, a proxy's
+// X-Forwarded-Proto: https.
+func (p *Page) secure(r *http.Request) bool {
+	return r.TLS != nil || p.cfg.TrustForwardedProto && r.Header.Get("X-Forwarded-Proto") == "https"
+}
+
+// setCookie sets a cookie of the page: HttpOnly (no script reads it),
+// Path=/approvals and Secure over TLS. maxAge 0 leaves Max-Age out, so the
+// cookie ends with the browser; -1 deletes it.
+func (p *Page) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int, sameSite http.SameSite) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: basePath, MaxAge: maxAge, HttpOnly: true, Secure: p.secure(r), SameSite: sameSite})
+}
 
 // ownOrigin is the origin the browser sees the page at: the scheme r
 // arrived with and its Host.

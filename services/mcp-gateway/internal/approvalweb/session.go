@@ -4,14 +4,16 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"net/http"
 	"sync"
 	"time"
 )
 
 // sessionCookie names the session cookie. It cannot take the __Host-
 // prefix, which demands Path=/: the cookie is scoped to /approvals so the
-// rest of the gateway (/mcp above all) never sees it.
+// rest of the gateway (/mcp above all) never sees it. It is
+// SameSite=Strict (no other site's page or link sends it) and has no
+// Max-Age, so it ends with the browser; the server-side table decides how
+// long it is good.
 const sessionCookie = "fiskfleet_approvals"
 
 // session is one signed-in browser.
@@ -51,8 +53,7 @@ func newSessions(idle, max time.Duration, limit int) *sessions {
 }
 
 // create stores s under a fresh id and returns the id, the cookie's
-// value. A full table first drops expired sessions, then the one closest
-// to its end.
+// value, making room in a full table first.
 func (t *sessions) create(s *session, now time.Time) string {
 	id := randomToken()
 	s.csrf = randomToken()
@@ -60,24 +61,30 @@ func (t *sessions) create(s *session, now time.Time) string {
 	s.expiresAt = t.expiry(s, now)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.byKey) >= t.limit {
-		var soonest [32]byte
-		var first *session
-		for k, o := range t.byKey {
-			if !now.Before(o.expiresAt) {
-				delete(t.byKey, k)
-				continue
-			}
-			if first == nil || o.expiresAt.Before(first.expiresAt) {
-				soonest, first = k, o
-			}
-		}
-		if len(t.byKey) >= t.limit && first != nil {
-			delete(t.byKey, soonest)
-		}
-	}
+	makeRoom(t.byKey, t.limit, now, func(o *session) time.Time { return o.expiresAt })
 	t.byKey[sha256.Sum256([]byte(id))] = s
 	return id
+}
+
+// makeRoom bounds a server-side table m to fewer than limit entries
+// before one is added: when full, it drops the entries that have ended
+// by now, then, if still full, the one closest to its end.
+func makeRoom[K comparable, V any](m map[K]V, limit int, now time.Time, end func(V) time.Time) {
+	if len(m) < limit {
+		return
+	}
+	var soonest K
+	found := false
+	for k, v := range m {
+		if !now.Before(end(v)) {
+			delete(m, k)
+		} else if !found || end(v).Before(end(m[soonest])) {
+			soonest, found = k, true
+		}
+	}
+	if len(m) >= limit && found {
+		delete(m, soonest)
+	}
 }
 
 // expiry is when s ends if nothing more happens: idle from now, but never
@@ -140,30 +147,4 @@ func randomToken() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// secureRequest reports whether the browser reached the page over TLS:
-// a TLS connection, or, when trusted, a proxy's X-Forwarded-Proto: https.
-func secureRequest(r *http.Request, trustForwarded bool) bool {
-	return r.TLS != nil || trustForwarded && r.Header.Get("X-Forwarded-Proto") == "https"
-}
-
-// sessionCookieFor is the cookie carrying a session id: HttpOnly (no
-// script reads it), SameSite=Strict (no other site's page or link sends
-// it), Path=/approvals, Secure over TLS, and without Max-Age, so it ends
-// with the browser; the server-side table decides how long it is good.
-func sessionCookieFor(id string, secure bool) *http.Cookie {
-	return &http.Cookie{
-		Name:     sessionCookie,
-		Value:    id,
-		Path:     basePath,
-		HttpOnly: true,
-		Secure:   secure,
-		SameSite: http.SameSiteStrictMode,
-	}
-}
-
-// clearedCookie deletes the cookie name in the browser.
-func clearedCookie(name string, secure bool, sameSite http.SameSite) *http.Cookie {
-	return &http.Cookie{Name: name, Value: "", Path: basePath, MaxAge: -1, HttpOnly: true, Secure: secure, SameSite: sameSite}
 }
