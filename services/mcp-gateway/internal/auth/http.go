@@ -74,18 +74,15 @@ func Static(next http.Handler, token string, authorize func(*Caller) error) http
 				return
 			}
 		}
-		serve(next, w, r, &Caller{Subject: StaticSubject, Static: true}, authorize, nil)
+		serve(next, w, r, &Caller{Subject: StaticSubject, Static: true}, authorize, slog.Default())
 	})
 }
 
 // serve runs the policy hook, then next with c in the context and the
-// Authorization header gone. A nil log means slog's default.
+// Authorization header gone.
 func serve(next http.Handler, w http.ResponseWriter, r *http.Request, c *Caller, authorize func(*Caller) error, log *slog.Logger) {
 	if authorize != nil {
 		if err := authorize(c); err != nil {
-			if log == nil {
-				log = slog.Default()
-			}
 			log.InfoContext(r.Context(), "refusing a request by policy", "status", http.StatusForbidden, "sub", c.Subject, "error", err)
 			http.Error(w, "forbidden: "+err.Error(), http.StatusForbidden)
 			return

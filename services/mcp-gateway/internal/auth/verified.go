@@ -52,11 +52,17 @@ func (vc *verified) lookup(token string, now time.Time) (*Caller, bool) {
 	if !ok {
 		return nil, false
 	}
-	c := e.caller
+	c := detached(e.caller)
+	return &c, true
+}
+
+// detached is a copy of c that shares no slice with it, and without the
+// Roles a policy adds per request.
+func detached(c Caller) Caller {
 	c.Groups = slices.Clone(c.Groups)
 	c.Scopes = slices.Clone(c.Scopes)
 	c.Roles = nil
-	return &c, true
+	return c
 }
 
 // store remembers the caller of a token that passed every check and
@@ -77,11 +83,7 @@ func (vc *verified) store(token string, c *Caller, exp, now time.Time) {
 		// tokens in use are verified again once each.
 		vc.byDigest = make(map[[sha256.Size]byte]verifiedEntry)
 	}
-	e := verifiedEntry{caller: *c, until: until}
-	e.caller.Roles = nil
-	e.caller.Groups = slices.Clone(c.Groups)
-	e.caller.Scopes = slices.Clone(c.Scopes)
-	vc.byDigest[d] = e
+	vc.byDigest[d] = verifiedEntry{caller: detached(*c), until: until}
 }
 
 // clear forgets every token, when the keys they were checked with change.

@@ -365,7 +365,8 @@ func (v *Verifier) verify(ctx context.Context, token string) (c *Caller, sub str
 		Groups:   v.groups(ctx, claims),
 		Scopes:   scopes(claims),
 	}
-	if missing := missingScopes(c.Scopes, v.cfg.Auth.Scopes); len(missing) > 0 {
+	missing := slices.DeleteFunc(slices.Clone(v.cfg.Auth.Scopes), func(s string) bool { return slices.Contains(c.Scopes, s) })
+	if len(missing) > 0 {
 		return c, sub, fmt.Errorf("%w: token lacks %s", ErrScope, strings.Join(missing, " "))
 	}
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
@@ -465,17 +466,6 @@ func scopes(claims jwt.MapClaims) []string {
 		}
 	}
 	return out
-}
-
-// missingScopes are the required scopes not in have.
-func missingScopes(have, required []string) []string {
-	var missing []string
-	for _, r := range required {
-		if !slices.Contains(have, r) {
-			missing = append(missing, r)
-		}
-	}
-	return missing
 }
 
 // ClaimAt returns the claim name names: a top-level claim of that exact
