@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -133,10 +134,6 @@ type tokenEntry struct {
 	digest [32]byte
 }
 
-func newTokenEntry(t Token) tokenEntry {
-	return tokenEntry{name: t.Name, digest: sha256.Sum256([]byte(t.Token))}
-}
-
 // matchToken returns the approver whose token is given, comparing with
 // every approver's so the time taken does not say which matched.
 func (p *Page) matchToken(token string) (string, bool) {
@@ -208,17 +205,16 @@ func (p *Page) serveAnswer(w http.ResponseWriter, r *http.Request) {
 		p.render(w, r, http.StatusBadRequest, messageView{Title: "Bad request", Message: "An answer needs id, digest and decision (approve or deny).", Bad: true})
 		return
 	}
-	if utf8.RuneCountInString(reason) > maxReason {
-		p.sessions.setFlash(sid, fmt.Sprintf("The reason is longer than %d characters: say it shorter.", maxReason), true)
-		http.Redirect(w, r, basePath, http.StatusSeeOther)
-		return
+	var msg string
+	bad := true
+	switch {
+	case utf8.RuneCountInString(reason) > maxReason:
+		msg = fmt.Sprintf("The reason is longer than %d characters: say it shorter.", maxReason)
+	case decision == approval.DecisionDeny && reason == "":
+		msg = "Deny " + id + ": say why (the caller is told the reason)."
+	default:
+		msg, bad = p.answer(r.Context(), s.name, id, digest, decision, reason)
 	}
-	if decision == approval.DecisionDeny && reason == "" {
-		p.sessions.setFlash(sid, "Deny "+id+": say why (the caller is told the reason).", true)
-		http.Redirect(w, r, basePath, http.StatusSeeOther)
-		return
-	}
-	msg, bad := p.answer(r.Context(), s.name, id, digest, decision, reason)
 	p.sessions.setFlash(sid, msg, bad)
 	http.Redirect(w, r, basePath, http.StatusSeeOther)
 }
@@ -381,6 +377,10 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc := http.NewResponseController(w)
+	send := func(msg string) bool {
+		_, err := io.WriteString(w, msg)
+		return err == nil && rc.Flush() == nil
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	end := time.NewTimer(streamMax)
@@ -393,10 +393,7 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		reqs, changed := p.board.snapshot(now)
 		data, _ := json.Marshal(pendingJSON{Pending: views(reqs, now)})
-		if _, err := fmt.Fprintf(w, "event: pending\ndata: %s\n\n", data); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
+		if !send("event: pending\ndata: " + string(data) + "\n\n") {
 			return
 		}
 		// Past the next expiry the list is sent again without it; with
@@ -414,10 +411,7 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 			case <-expiry.C:
 				break wait
 			case <-tick.C:
-				if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
-					return
-				}
-				if err := rc.Flush(); err != nil {
+				if !send(": heartbeat\n\n") {
 					return
 				}
 			case <-end.C:

@@ -2,8 +2,7 @@ package approvalweb
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -59,7 +58,7 @@ func New(cfg Config) (*Page, error) {
 		watchDone: make(chan struct{}),
 	}
 	for _, t := range cfg.Tokens {
-		p.tokens = append(p.tokens, newTokenEntry(t))
+		p.tokens = append(p.tokens, tokenEntry{name: t.Name, digest: sha256.Sum256([]byte(t.Token))})
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if o := cfg.OIDC; o != nil {
@@ -137,9 +136,7 @@ type nonceKey struct{}
 // page, and no site may frame it (clickjacking an Approve button).
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var b [18]byte
-		_, _ = rand.Read(b[:])
-		nonce := base64.RawURLEncoding.EncodeToString(b[:])
+		nonce := randomToken()
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'nonce-"+nonce+"'; style-src 'nonce-"+nonce+"'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Frame-Options", "DENY")

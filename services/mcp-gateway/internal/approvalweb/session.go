@@ -142,7 +142,7 @@ func (t *sessions) remove(id string) {
 }
 
 // randomToken is 32 random bytes, base64url: a session id, a CSRF token,
-// an OAuth state, nonce or PKCE verifier.
+// a CSP nonce, an OAuth state, nonce or PKCE verifier.
 func randomToken() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
