@@ -40,9 +40,10 @@
 // serves itself from its task store for the requesting caller only.
 // mcp-go's DNS-rebinding protection stays on.
 //
-// The server stands alone behind an edge of its own ([Server.Handler],
-// [Server.Serve]: package httpedge's checks, the probes and the open and
-// other surfaces' routes), or is mounted by the gateway ([Server.MCPHandler]).
+// The server does not listen: the gateway mounts [Server.MCPHandler]
+// behind its one edge (package httpedge: origin, CORS, body cap, probes,
+// the caller check), beside its other surfaces, and closes the server
+// ([Server.Close]) once it has stopped serving.
 //
 // # Progress and resources
 //
