@@ -335,8 +335,7 @@ func (p *Page) servePendingJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reqs, _ := p.board.snapshot(time.Now())
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(pendingJSON{Pending: views(reqs, time.Now())})
+	writeJSON(w, http.StatusOK, pendingJSON{Pending: views(reqs, time.Now())})
 }
 
 // apiSession answers 401 or 403 in JSON to a request of the JSON or event
@@ -345,19 +344,19 @@ func (p *Page) apiSession(w http.ResponseWriter, r *http.Request) bool {
 	s, _, ok := p.session(r, false)
 	switch {
 	case !ok:
-		jsonError(w, http.StatusUnauthorized, "sign in at "+basePath)
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "sign in at " + basePath})
 		return false
 	case !s.approver:
-		jsonError(w, http.StatusForbidden, s.name+" is not an approver")
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": s.name + " is not an approver"})
 		return false
 	}
 	return true
 }
 
-func jsonError(w http.ResponseWriter, status int, msg string) {
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // Event stream timing: a comment every heartbeat keeps proxies from

@@ -124,11 +124,8 @@ func (o *oidcClient) finish(state, cookie string, now time.Time) (*login, error)
 
 // authorizeURL is where the browser goes to sign in: the authorization
 // code flow with PKCE (S256), state and nonce.
-func (o *oidcClient) authorizeURL(meta auth.IssuerMetadata, state string, l *login, loginHint string) (string, error) {
-	u, err := url.Parse(meta.AuthorizationEndpoint)
-	if err != nil {
-		return "", err
-	}
+func (o *oidcClient) authorizeURL(meta auth.IssuerMetadata, state string, l *login, loginHint string) string {
+	u, _ := url.Parse(meta.AuthorizationEndpoint) // metadata checked it is an absolute URL
 	sum := sha256.Sum256([]byte(l.verifier))
 	q := u.Query()
 	q.Set("response_type", "code")
@@ -143,7 +140,7 @@ func (o *oidcClient) authorizeURL(meta auth.IssuerMetadata, state string, l *log
 		q.Set("login_hint", loginHint)
 	}
 	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return u.String()
 }
 
 // tokenResponse is the token endpoint's answer.
@@ -268,13 +265,8 @@ func (p *Page) serveOIDCSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state, cookie, l := p.oidc.start(time.Now())
-	target, err := p.oidc.authorizeURL(meta, state, l, r.URL.Query().Get("login_hint"))
-	if err != nil {
-		p.render(w, r, http.StatusBadGateway, messageView{Title: "Sign-in unavailable", Message: err.Error(), Bad: true})
-		return
-	}
 	p.setCookie(w, r, loginCookie, cookie, int(loginTTL/time.Second), http.SameSiteLaxMode)
-	http.Redirect(w, r, target, http.StatusFound)
+	http.Redirect(w, r, p.oidc.authorizeURL(meta, state, l, r.URL.Query().Get("login_hint")), http.StatusFound)
 }
 
 // serveCallback finishes a sign-in: state, login cookie, code, ID token,
