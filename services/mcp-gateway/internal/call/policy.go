@@ -155,6 +155,10 @@ func (e *Entry) served() ServedTool {
 // 1, for Retry-After and retryAfterSeconds.
 func (v Verdict) RetryAfterSeconds() int { return max(1, int(math.Ceil(v.RetryAfter.Seconds()))) }
 
+// Rated reports whether the policy sets a rate, so that a surface reads
+// what [Core.Limit] needs of a call only when it can refuse one.
+func (c *Core) Rated() bool { return c.cfg.Policy.Rated() }
+
 // Limit spends one call of r's tool for its caller, and returns the
 // refusal when the caller is over its rate or the tool's; nil lets the
 // call go on to [Core.Call], which does not spend again. A surface calls

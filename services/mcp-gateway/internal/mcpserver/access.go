@@ -21,13 +21,12 @@ type Unreachable = call.Unreachable
 // the lists when this changed).
 func (s *Server) SetUnreachable(u Unreachable) { s.core.SetUnreachable(u) }
 
-// hooks are the server's mcp-go hooks: tasks (task.go), the audit of
-// calls of hidden tools and the record of sessions (callsession.go).
+// hooks are the server's mcp-go hooks: the audit of calls of hidden
+// tools, and the router's ([mcphttp.Router.Hooks]).
 func (s *Server) hooks() *server.Hooks {
 	h := &server.Hooks{}
 	h.AddOnError(s.auditHidden)
-	taskHooks(h)
-	s.sessionHooks(h)
+	s.router.Hooks(h)
 	return h
 }
 
@@ -46,7 +45,7 @@ func (s *Server) auditHidden(ctx context.Context, _ any, method mcp.MCPMethod, m
 	if s.core.Entry(req.Params.Name) == nil {
 		return
 	}
-	s.callTool(ctx, req.Params.Name, *req, nil)
+	s.CallTool(ctx, req.Params.Name, *req, nil)
 }
 
 // hidden reports whether the caller of ctx may not see the served tool e.
@@ -57,7 +56,7 @@ func (s *Server) hidden(ctx context.Context, e *entry) bool {
 // visibleTools narrows tools to what the caller's grant allows. It is
 // mcp-go's tool filter, so it runs on tools/call too: a hidden tool gets
 // the protocol's "not found" error, the same bytes as a name no one
-// serves. (The gateway lists tools itself, toolslist.go, deciding alike.)
+// serves. (The gateway lists tools itself, package toolslist, deciding alike.)
 func (s *Server) visibleTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	g := s.core.Grant(auth.CallerFrom(ctx))
 	if g.Everything() {

@@ -729,7 +729,7 @@ func TestAdmitRefusesInBand(t *testing.T) {
 			before := tt.tool.runs.Load()
 			req := mcp.CallToolRequest{}
 			req.Params.Name = tt.tool.Name()
-			res := s.callTool(tt.ctx, tt.tool.Name(), req, nil)
+			res := s.CallTool(tt.ctx, tt.tool.Name(), req, nil)
 			ran := tt.tool.runs.Load() - before
 			if tt.wantRun {
 				if res.IsError || ran != 1 {

@@ -14,13 +14,14 @@ import (
 	"github.com/fiskfleet/fiskfleet/shared/tool"
 )
 
-// callTool runs one MCP tools/call of name through the call core and
+// CallTool runs one MCP tools/call of name through the call core and
 // answers with its verdict as a result: every failure in-band, with
-// isError set. cleared, when set, is told once the call is about to run
+// isError set; it is the handler of every tool mcp-go serves, and the
+// router's ([mcphttp.Backend]). cleared, when set, is told once the call is about to run
 // (a task's call answers its client then). Everything the call's steps
 // decide on is read here, once, from the request and the context mcp-go
 // and the authentication layer filled.
-func (s *Server) callTool(ctx context.Context, name string, req mcp.CallToolRequest, cleared func()) *mcp.CallToolResult {
+func (s *Server) CallTool(ctx context.Context, name string, req mcp.CallToolRequest, cleared func()) *mcp.CallToolResult {
 	r := &call.Request{
 		Tool:     name,
 		Args:     arguments(req),
@@ -53,6 +54,15 @@ func (s *Server) callTool(ctx context.Context, name string, req mcp.CallToolRequ
 		return asker.requested
 	}
 	return s.Result(name, v)
+}
+
+// FastTool reports whether calls of name may be answered without mcp-go
+// ([mcphttp.Backend]): a served tool the caller of ctx may see (mcp-go
+// answers a hidden one as unknown), not gated (its approval asks for
+// input), not task-only, and binding no parameter to a header.
+func (s *Server) FastTool(ctx context.Context, name string) bool {
+	e := (*s.entries.Load())[name]
+	return e != nil && !e.Gated && !e.headerParams && (e.def.Execution == nil || e.def.Execution.TaskSupport != mcp.TaskSupportRequired) && !s.hidden(ctx, e)
 }
 
 // Result maps the verdict of a call of name onto what a tools/call

@@ -78,16 +78,16 @@ func FuzzToolsCallMatchesMCPGo(f *testing.F) {
 	r.Header.Set(mcp.HeaderProtocolVersion, mcp.ProtocolVersion20260728)
 	r.Header.Set(mcp.HeaderMethod, "tools/call")
 	r.Header.Set(mcp.HeaderName, "args")
-	if !s.serveToolsCall(httptest.NewRecorder(), r, modern, "") {
+	if !s.router.ServeToolsCall(httptest.NewRecorder(), r, modern, "") {
 		f.Fatalf("the 2026-07-28 fast path declined %s", modern)
 	}
 	legacy := []byte(rawCall{session: session, name: "args", args: `{"a":1}`}.body())
 	r = httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", bytes.NewReader(legacy))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set(mcp.HeaderProtocolVersion, mcp.LATEST_LEGACY_PROTOCOL_VERSION)
-	cw := s.cancels.Watch(httptest.NewRecorder(), session, json.RawMessage(`7`))
-	taken := s.serveToolsCall(cw, r, legacy, session)
-	s.cancels.Done(cw)
+	cw := s.router.Cancels.Watch(httptest.NewRecorder(), session, json.RawMessage(`7`))
+	taken := s.router.ServeToolsCall(cw, r, legacy, session)
+	s.router.Cancels.Done(cw)
 	if !taken {
 		f.Fatalf("the session path declined %s", legacy)
 	}
@@ -119,13 +119,28 @@ func FuzzToolsCallMatchesMCPGo(f *testing.F) {
 // body, POSTed on a session, with a feature mcp-go alone does not have: a
 // task-augmented tools/call (a task, or the error of a malformed task
 // parameter) or a tasks/* method. It reads body as that layer does
-// ([Server.route]).
+// ([mcphttp.Router.ServeHTTP]): a _meta of the 2026-07-28 era, or one
+// that does not decode, passes to mcp-go.
 func ownSessionFeature(body string) bool {
-	var msg message
-	if json.Unmarshal([]byte(body), &msg) != nil || msg.modern() {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Meta json.RawMessage `json:"_meta"`
+			Task json.RawMessage `json:"task"`
+		} `json:"params"`
+	}
+	if json.Unmarshal([]byte(body), &msg) != nil {
 		return false
 	}
-	if isTaskMethod(msg.Method) {
+	if len(msg.Params.Meta) > 0 {
+		var meta *mcp.Meta
+		if json.Unmarshal(msg.Params.Meta, &meta) != nil || meta != nil && mcp.IsModernProtocol(meta.ProtocolVersion()) {
+			return false
+		}
+	}
+	switch mcp.MCPMethod(msg.Method) {
+	case mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksCancel, mcp.MethodTasksList:
 		return true
 	}
 	task := bytes.TrimSpace(msg.Params.Task)

@@ -124,9 +124,9 @@ func TestSessionToolsCallTakes(t *testing.T) {
 				tt.edit(r)
 			}
 			w := httptest.NewRecorder()
-			cw := s.cancels.Watch(w, id, json.RawMessage(`7`))
-			got := s.serveToolsCall(cw, r, body, id)
-			s.cancels.Done(cw)
+			cw := s.router.Cancels.Watch(w, id, json.RawMessage(`7`))
+			got := s.router.ServeToolsCall(cw, r, body, id)
+			s.router.Cancels.Done(cw)
 			if got != tt.want {
 				t.Fatalf("taken: got %v, want %v", got, tt.want)
 			}
@@ -149,14 +149,14 @@ func TestSessionToolsCallSessions(t *testing.T) {
 	s, url := startServer(t, Config{}, app.Tools())
 	c := rawClient{t, url}
 	sid := c.initialize(nil)
-	if _, ok := s.clientSessions.Load(sid); !ok {
+	if !s.router.ClientSession(sid) {
 		t.Fatalf("session %s: not kept after initialize", sid)
 	}
 	h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": mcp.LATEST_LEGACY_PROTOCOL_VERSION}
 	if resp, text := c.do(http.MethodDelete, nil, h); resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE: got HTTP %d %q, want 200", resp.StatusCode, text)
 	}
-	if _, ok := s.clientSessions.Load(sid); ok {
+	if s.router.ClientSession(sid) {
 		t.Errorf("session %s: still kept after DELETE", sid)
 	}
 	if status, _, got := (rawCall{session: sid, name: "echo", args: `{"message":"hi"}`}).do(t, url); status != http.StatusNotFound {

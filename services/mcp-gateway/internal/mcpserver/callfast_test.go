@@ -338,7 +338,7 @@ func TestToolsCallTakes(t *testing.T) {
 				tt.edit(r)
 			}
 			w := httptest.NewRecorder()
-			if got := s.serveToolsCall(w, r, body, ""); got != tt.want {
+			if got := s.router.ServeToolsCall(w, r, body, ""); got != tt.want {
 				t.Fatalf("taken: got %v, want %v", got, tt.want)
 			}
 			if !tt.want && (w.Body.Len() > 0 || len(w.Header()) > 0) {

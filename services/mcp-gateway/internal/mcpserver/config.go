@@ -12,7 +12,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/httpedge"
-	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/toolslist"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/a2a"
@@ -108,7 +108,7 @@ type Config struct {
 	// ToolsListTTL is how long a 2026-07-28 client may reuse a tools/list
 	// answer (its ttlMs): the gateway passes its remote refresh interval,
 	// the longest it takes to notice a remote tool change. 0 means
-	// [mcphttp.DefaultToolsListTTL].
+	// [toolslist.DefaultToolsListTTL].
 	ToolsListTTL time.Duration
 	// TaskRetention is how long a finished task's result is kept for its
 	// client (a client's ttl may shorten it, never lengthen it); 0 means
@@ -172,7 +172,7 @@ func (c Config) withDefaults() Config {
 		c.MaxTasks = config.DefaultMaxTasks
 	}
 	if c.ToolsListTTL <= 0 {
-		c.ToolsListTTL = mcphttp.DefaultToolsListTTL * time.Millisecond
+		c.ToolsListTTL = toolslist.DefaultToolsListTTL * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -11,7 +11,7 @@
 // hints the impact tags imply, the command result's output schema), and
 // makes mcp-go announce notifications/tools/list_changed when what
 // clients see changed. Every tool kind shares one handler,
-// [Server.callTool], which builds the core's request from the MCP request
+// [Server.CallTool], which builds the core's request from the MCP request
 // and maps the verdict back.
 //
 // # Approval
@@ -29,16 +29,13 @@
 //
 // # Transport
 //
-// Requests reach mcp-go through the gateway's router ([Server.route]),
+// Requests reach mcp-go through the gateway's router ([mcphttp.Router]),
 // which decodes each message once and answers what mcp-go v1.2.1 cannot
-// answer safely or fast with the pieces of package mcphttp: the session
-// rules (ids the gateway issued, bound to their caller, expired when
-// idle, capped), dropping the answer to a cancelled request, tools/list
-// from lists kept per tool set and grant, a plain tools/call without
-// mcp-go's per-request machinery ([Server.serveToolsCall], the same
-// handler and the same bytes), and MCP tasks (task.go), which the gateway
-// serves itself from its task store for the requesting caller only.
-// mcp-go's DNS-rebinding protection stays on.
+// answer safely or fast: the session rules, dropping the answer to a
+// cancelled request, MCP tasks, tools/list from the kept lists (package
+// toolslist) and a plain tools/call, through the same handler
+// ([Server.CallTool]) and with the same bytes. mcp-go's DNS-rebinding
+// protection stays on.
 //
 // The server does not listen: the gateway mounts [Server.MCPHandler]
 // behind its one edge (package httpedge: origin, CORS, body cap, probes,

@@ -49,7 +49,7 @@ func startFleet(tb testing.TB, srv *natstest.Server, n int, cfg Config, tools []
 		}
 		c.TaskStore, c.TaskCanceller, c.ApprovalBucket = store, f, store.Bucket()
 		s, url := startServer(tb, c, tools)
-		if err := f.Start(tb.Context(), s.tasks); err != nil {
+		if err := f.Start(tb.Context(), s.Tasks()); err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(f.Stop)

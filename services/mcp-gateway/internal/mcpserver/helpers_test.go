@@ -136,7 +136,7 @@ func serveLoopback(tb testing.TB, s *Server, e edge) (addr string, stop context.
 		result <- httpedge.Serve(ctx, ln, e.handler(s), httpedge.ServeOptions{
 			ReadTimeout: e.readTimeout,
 			Logger:      s.log,
-			Stopping:    s.tasks.Close,
+			Stopping:    s.Tasks().Close,
 		})
 	}()
 	tb.Cleanup(func() {

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/audit"
 	"github.com/fiskfleet/fiskfleet/shared/config"
@@ -114,8 +115,8 @@ func TestPolicyRateWire(t *testing.T) {
 			} `json:"data"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(b, &got); err != nil || got.ID != "r-1" || got.Error.Code != CodeRateLimited || got.Error.Data.RetryAfterSeconds < 50 || got.Error.Data.RetryAfterSeconds > 60 {
-		t.Fatalf("a second echo within the minute: got %d %s, want error %d with retryAfterSeconds about 60", resp.StatusCode, b, CodeRateLimited)
+	if err := json.Unmarshal(b, &got); err != nil || got.ID != "r-1" || got.Error.Code != mcphttp.CodeRateLimited || got.Error.Data.RetryAfterSeconds < 50 || got.Error.Data.RetryAfterSeconds > 60 {
+		t.Fatalf("a second echo within the minute: got %d %s, want error %d with retryAfterSeconds about 60", resp.StatusCode, b, mcphttp.CodeRateLimited)
 	}
 	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); ra != got.Error.Data.RetryAfterSeconds {
 		t.Errorf("Retry-After: got %q, want %d", resp.Header.Get("Retry-After"), got.Error.Data.RetryAfterSeconds)

@@ -40,7 +40,7 @@ type entry struct {
 	// def is what tools/list shows.
 	def mcp.Tool
 	// headerParams is set when def binds a parameter to a header, whose
-	// calls mcp-go answers (callfast.go).
+	// calls mcp-go answers ([Server.FastTool]).
 	headerParams bool
 }
 

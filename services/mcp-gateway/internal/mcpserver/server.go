@@ -17,6 +17,7 @@ import (
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/call"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/toolslist"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -30,13 +31,9 @@ type Server struct {
 	strict     bool
 	mcp        *server.MCPServer
 	streamable *server.StreamableHTTPServer
-	// sessions records the sessions issued to session-based clients;
-	// cancels the requests in progress, to drop a cancelled one's answer.
-	sessions *mcphttp.Sessions
-	cancels  *mcphttp.Cancellations
-	// clientSessions holds mcp-go's registered sessions by id
-	// (callsession.go).
-	clientSessions sync.Map
+	// router is the MCP endpoint in front of streamable: the session
+	// rules, tasks, and the answers given without mcp-go.
+	router *mcphttp.Router
 	// stopExpiry ends the idle-session expiry loop.
 	stopExpiry chan struct{}
 	// core is the call path every surface shares: the served tools,
@@ -57,14 +54,6 @@ type Server struct {
 
 	// res is the knowledge resources listing (resources.go).
 	res resourceState
-
-	// list keeps the tools/list answers of the served tools (toolslist.go).
-	list *mcphttp.ToolsList
-
-	// tasks runs the MCP tasks of every session on the task store
-	// (task.go); ownTaskStore is set when the store is the server's own.
-	tasks        *tasks.Manager
-	ownTaskStore bool
 }
 
 // New builds the server that `serve` runs, with tools as the
@@ -89,8 +78,6 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		log:        cfg.Logger,
 		strict:     strict,
 		approvals:  newApprovals(cfg.ApprovalTimeout, maxPendingApprovals, time.Now),
-		sessions:   mcphttp.NewSessions(cfg.SessionIdleTimeout, cfg.MaxSessions, time.Now),
-		cancels:    mcphttp.NewCancellations(),
 		stopExpiry: make(chan struct{}),
 		core: call.New(call.Config{
 			Identity:        cfg.Identity,
@@ -117,18 +104,37 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 	if store == nil {
 		store = tasks.NewMemory(cfg.MaxTasks, time.Now)
 	}
-	s.tasks = tasks.NewManager(store, tasks.ManagerConfig{
+	authenticated := cfg.AuthToken != "" || cfg.Authenticate != nil
+	pageSize := cfg.ToolsPageSize
+	if pageSize == 0 && cfg.Resources != nil {
+		pageSize = resourcePageSize
+	}
+	scope := listCacheScope(cfg)
+	ttlMs := cfg.ToolsListTTL.Milliseconds()
+	rt := &mcphttp.Router{
+		Identity:      cfg.Identity,
+		Log:           cfg.Logger,
+		Backend:       s,
+		Core:          s.core,
+		TaskRetention: cfg.TaskRetention,
+		Authenticated: authenticated,
+		Sessions:      mcphttp.NewSessions(cfg.SessionIdleTimeout, cfg.MaxSessions, time.Now),
+		Cancels:       mcphttp.NewCancellations(),
+		List:          toolslist.New(pageSize, ttlMs, scope, mcp.Implementation{Name: cfg.Identity, Version: cfg.Version}),
+	}
+	s.router = rt
+	rt.Tasks = tasks.NewManager(store, tasks.ManagerConfig{
 		Instance:  cfg.Instance,
 		Canceller: cfg.TaskCanceller,
-		Notify:    s.notifyTaskStatus,
+		Notify:    rt.NotifyTaskStatus,
 		Logger:    cfg.Logger,
 	})
 	// A session's end takes its own tasks with it; a caller's outlive it.
 	// With authentication no task is a session's, and there is nothing
 	// to look up (in a fleet, a round trip to the bucket per session).
-	s.sessions.OnEnd = func(id string) {
-		if cfg.AuthToken == "" && cfg.Authenticate == nil {
-			s.tasks.Drop(tasks.SessionOwner(id))
+	rt.Sessions.OnEnd = func(id string) {
+		if !authenticated {
+			rt.Tasks.Drop(tasks.SessionOwner(id))
 		}
 	}
 	empty := map[string]*entry{}
@@ -138,25 +144,17 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		// clients must hear about it.
 		server.WithToolCapabilities(true),
 		server.WithRecovery(),
-		// Tasks are served by the gateway, not by mcp-go's task
-		// machinery (see task.go); these hooks only advertise them.
-		// Tasks are advertised, and calls of hidden tools audited
-		// (access.go), through one set of hooks: a second WithHooks
-		// would replace the first.
+		// Tasks are served by the router, not by mcp-go's task
+		// machinery; its hooks only advertise them. They and the audit
+		// of calls of hidden tools (access.go) are one set of hooks: a
+		// second WithHooks would replace the first.
 		server.WithHooks(s.hooks()),
 		// Each caller sees and calls only what its policy grants; a
 		// hidden tool is answered as an unknown one.
 		server.WithToolFilter(s.visibleTools),
 	}
-	pageSize := cfg.ToolsPageSize
-	if pageSize == 0 && cfg.Resources != nil {
-		pageSize = resourcePageSize
-	}
-	scope := listCacheScope(cfg)
-	ttlMs := cfg.ToolsListTTL.Milliseconds()
-	s.list = mcphttp.NewToolsList(pageSize, ttlMs, scope, mcp.Implementation{Name: cfg.Identity, Version: cfg.Version})
 	// The same hints on the answers mcp-go still builds itself (none
-	// that list tools, see mcphttp.ToolsList.Serve; kept so the two never differ).
+	// that list tools, see toolslist.Cache.Serve; kept so the two never differ).
 	opts = append(opts, server.WithMethodCacheHints(mcp.MethodToolsList, ttlMs, scope))
 	if cfg.Instructions != "" {
 		opts = append(opts, server.WithInstructions(cfg.Instructions))
@@ -175,13 +173,14 @@ func build(cfg Config, tools []tool.Tool, strict bool) (*Server, error) {
 		// The gateway issues, expires and caps sessions itself (see
 		// route); mcp-go's own idle sweeper stays off, since it
 		// would also end sessions whose event stream is open.
-		server.WithSessionIdManager(s.sessions),
+		server.WithSessionIdManager(rt.Sessions),
 		server.WithStreamableHTTPLogger(cfg.Logger),
 		// DNS-rebinding protection (a loopback connection must carry a
 		// loopback Host header) stays on: WithDisableLocalhostProtection
 		// is deliberately never passed.
 	)
-	go s.expireIdle(max(cfg.SessionIdleTimeout/4, 10*time.Millisecond), s.stopExpiry)
+	rt.MCP, rt.Streamable = s.mcp, s.streamable
+	go rt.ExpireIdle(max(cfg.SessionIdleTimeout/4, 10*time.Millisecond), s.stopExpiry)
 	if err := s.SetTools(SourceLocal, tools); err != nil {
 		s.Close()
 		return nil, err
@@ -208,14 +207,14 @@ func (s *Server) SetTools(source string, tools []tool.Tool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.core.SetTools(source, tools, func(served []*call.Entry) error {
-		listed := make([]mcphttp.Tool, len(served))
+		listed := make([]toolslist.Tool, len(served))
 		byName := make(map[string]*entry, len(served))
 		registrations := make([]server.ServerTool, len(served))
 		defs := make([]mcp.Tool, len(served))
 		for i, ce := range served {
 			e := newEntry(ce)
 			byName[e.def.Name] = e
-			listed[i] = mcphttp.Tool{Def: e.def, Tags: e.Tool.Tags(), Remote: e.Remote()}
+			listed[i] = toolslist.Tool{Def: e.def, Tags: e.Tool.Tags(), Remote: e.Remote()}
 			registrations[i] = s.serverTool(e.def)
 			defs[i] = e.def
 		}
@@ -223,7 +222,7 @@ func (s *Server) SetTools(source string, tools []tool.Tool) error {
 		if err != nil {
 			return fmt.Errorf("encoding tool definitions: %w", err)
 		}
-		if err := s.list.Set(listed, s.core.Unreachable()); err != nil {
+		if err := s.router.List.Set(listed, s.core.Unreachable()); err != nil {
 			return err
 		}
 		s.entries.Store(&byName)
@@ -256,10 +255,10 @@ func listCacheScope(cfg Config) mcp.CacheScope {
 func (s *Server) serverTool(def mcp.Tool) server.ServerTool {
 	name := def.Name
 	return server.ServerTool{Tool: def, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if tr := taskRequestFrom(ctx); tr != nil && req.Params.Task != nil && tr.claim() {
-			return s.startTask(ctx, tr, name, req), nil
+		if res, ok := s.router.Task(ctx, name, req); ok {
+			return res, nil
 		}
-		return s.callTool(ctx, name, req, nil), nil
+		return s.CallTool(ctx, name, req, nil), nil
 	}}
 }
 
@@ -281,9 +280,13 @@ func (s *Server) Dropped() []tool.Dropped { return s.core.Dropped() }
 func (s *Server) Core() *call.Core { return s.core }
 
 // MCPHandler is the MCP endpoint itself, mcp-go's streamable server behind
-// the gateway's router ([Server.route]), without an edge: it expects the
+// the gateway's router ([mcphttp.Router]), without an edge: it expects the
 // caller check of [httpedge.Edge.Authenticated] in front of it.
-func (s *Server) MCPHandler() http.Handler { return s.route(s.streamable) }
+func (s *Server) MCPHandler() http.Handler { return s.router }
+
+// Tasks returns the server's task manager, for a fleet's membership
+// ([tasks.Fleet.Start]) to stop the calls other gateways cancel.
+func (s *Server) Tasks() *tasks.Manager { return s.router.Tasks }
 
 // Close stops the tasks (within [ShutdownTimeout]), ends every session
 // and stops the idle-session expiry. It is idempotent; the owner calls
@@ -291,7 +294,7 @@ func (s *Server) MCPHandler() http.Handler { return s.route(s.streamable) }
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		close(s.stopExpiry)
-		s.tasks.Close(ShutdownTimeout)
+		s.router.Tasks.Close(ShutdownTimeout)
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		defer cancel()
 		if err := s.streamable.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

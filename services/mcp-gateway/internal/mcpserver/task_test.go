@@ -530,7 +530,7 @@ func TestTaskSessionIsolation(t *testing.T) {
 		t.Fatalf("closing the owner's session: %v", err)
 	}
 	fisktest.WaitFor(t, 10*time.Second, "the ended session's command to be killed", func() bool { return fisktest.ProcessGone(pid) })
-	fisktest.WaitFor(t, 10*time.Second, "the ended session's tasks to be dropped", func() bool { return s.tasks.Count(t.Context()) == 0 })
+	fisktest.WaitFor(t, 10*time.Second, "the ended session's tasks to be dropped", func() bool { return s.Tasks().Count(t.Context()) == 0 })
 }
 
 // TestTaskHostileInput: malformed task parameters and task ids are refused
@@ -582,7 +582,7 @@ func TestTaskHostileInput(t *testing.T) {
 		}
 	})
 
-	if n := s.tasks.Count(t.Context()); n != 0 {
+	if n := s.Tasks().Count(t.Context()); n != 0 {
 		t.Fatalf("tasks kept after the refusals: got %d, want 0", n)
 	}
 	// The one room of max_tasks 1 is free: the refusals gave it back.

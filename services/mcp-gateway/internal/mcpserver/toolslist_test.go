@@ -17,7 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
-	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
+	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/toolslist"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 	"github.com/fiskfleet/fiskfleet/shared/config"
 	"github.com/fiskfleet/fiskfleet/shared/tool"
@@ -416,18 +416,18 @@ func TestToolsListInvalidated(t *testing.T) {
 // both eras, and never a page.
 func TestToolsListHostileCursors(t *testing.T) {
 	s, url := startFleetServer(t, Config{ToolsPageSize: 10}, 5, 95)
-	digest, err := s.list.Digest(policy.All, true)
+	digest, err := s.router.List.Digest(policy.All, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b64 := base64.RawURLEncoding.EncodeToString
-	raw := func(version byte, digest [mcphttp.DigestLen]byte, offset, size int) string {
-		c := mcphttp.EncodeCursor(digest, offset, size)
+	raw := func(version byte, digest [toolslist.DigestLen]byte, offset, size int) string {
+		c := toolslist.EncodeCursor(digest, offset, size)
 		b, _ := base64.RawURLEncoding.DecodeString(c)
 		b[0] = version
 		return b64(b)
 	}
-	var zero [mcphttp.DigestLen]byte
+	var zero [toolslist.DigestLen]byte
 	tests := []struct {
 		name, cursor string
 		want         string // in the message
@@ -435,15 +435,15 @@ func TestToolsListHostileCursors(t *testing.T) {
 		{"garbage", "not a cursor!", "not a tools/list cursor"},
 		{"mcp-go's own cursor", base64.StdEncoding.EncodeToString([]byte("a_005")), "not a tools/list cursor"},
 		{"too short", b64([]byte{1, 2, 3}), "not a tools/list cursor"},
-		{"too long", b64(make([]byte, mcphttp.CursorLen+3)), "not a tools/list cursor"},
-		{"padded", mcphttp.EncodeCursor(digest, 10, 10) + "==", "not a tools/list cursor"},
+		{"too long", b64(make([]byte, toolslist.CursorLen+3)), "not a tools/list cursor"},
+		{"padded", toolslist.EncodeCursor(digest, 10, 10) + "==", "not a tools/list cursor"},
 		{"other version", raw(2, digest, 10, 10), "not a tools/list cursor"},
-		{"forged digest", mcphttp.EncodeCursor(zero, 10, 10), "no tool list this gateway serves"},
-		{"off a page boundary", mcphttp.EncodeCursor(digest, 13, 10), "does not point at a page"},
-		{"past the end", mcphttp.EncodeCursor(digest, 100, 10), "does not point at a page"},
-		{"offset zero", mcphttp.EncodeCursor(digest, 0, 10), "does not point at a page"},
-		{"other page size", mcphttp.EncodeCursor(digest, 20, 20), "expose.agent.mcp.tools_page_size"},
-		{"page size zero", mcphttp.EncodeCursor(digest, 20, 0), "expose.agent.mcp.tools_page_size"},
+		{"forged digest", toolslist.EncodeCursor(zero, 10, 10), "no tool list this gateway serves"},
+		{"off a page boundary", toolslist.EncodeCursor(digest, 13, 10), "does not point at a page"},
+		{"past the end", toolslist.EncodeCursor(digest, 100, 10), "does not point at a page"},
+		{"offset zero", toolslist.EncodeCursor(digest, 0, 10), "does not point at a page"},
+		{"other page size", toolslist.EncodeCursor(digest, 20, 20), "expose.agent.mcp.tools_page_size"},
+		{"page size zero", toolslist.EncodeCursor(digest, 20, 0), "expose.agent.mcp.tools_page_size"},
 		{"huge", strings.Repeat("A", 1<<20), "not a tools/list cursor"},
 		{"escapes", `\u0000\"}`, "not a tools/list cursor"},
 	}
@@ -493,9 +493,9 @@ func TestToolsListCacheHints(t *testing.T) {
 		ttl   int64
 		scope string
 	}{
-		{"open", Config{}, "", mcphttp.DefaultToolsListTTL, "public"},
+		{"open", Config{}, "", toolslist.DefaultToolsListTTL, "public"},
 		{"token", Config{AuthToken: "tok", ToolsListTTL: 5 * time.Second}, "tok", 5000, "private"},
-		{"policy", Config{Policy: listPolicy()}, "dave", mcphttp.DefaultToolsListTTL, "private"},
+		{"policy", Config{Policy: listPolicy()}, "dave", toolslist.DefaultToolsListTTL, "private"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -561,7 +561,7 @@ func TestToolsListSessionRules(t *testing.T) {
 
 // respondQuery is a cached request for the whole list of the fleet, the
 // first page in the 2025-11-25 era.
-func respondQuery(tb testing.TB, pageSize int) (*mcphttp.ToolsList, mcphttp.Query) {
+func respondQuery(tb testing.TB, pageSize int) (*toolslist.Cache, toolslist.Query) {
 	tb.Helper()
 	tools := append(fleetTools(tb, "local", 30, false), fleetTools(tb, "a", fleetSize-30, true)...)
 	s, err := New(Config{Identity: "bench", Logger: testLogger(tb), ToolsPageSize: pageSize}, tools)
@@ -569,15 +569,15 @@ func respondQuery(tb testing.TB, pageSize int) (*mcphttp.ToolsList, mcphttp.Quer
 		tb.Fatal(err)
 	}
 	tb.Cleanup(s.Close)
-	q := mcphttp.Query{ID: []byte(`12345`), Grant: policy.All}
+	q := toolslist.Query{ID: []byte(`12345`), Grant: policy.All}
 	if pageSize > 0 {
-		d, err := s.list.Digest(policy.All, false)
+		d, err := s.router.List.Digest(policy.All, false)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		q.Cursor = []byte(mcphttp.EncodeCursor(d, pageSize, pageSize))
+		q.Cursor = []byte(toolslist.EncodeCursor(d, pageSize, pageSize))
 	}
-	return s.list, q
+	return s.router.List, q
 }
 
 func noHeader(int, int) {}
@@ -604,7 +604,7 @@ type countWriter struct{ n int }
 func (w *countWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
 
 // BenchmarkToolsListRespond measures the cached tools/list path
-// ([mcphttp.ToolsList.Respond]) for the fleet's 690 tools in one page: finding
+// ([toolslist.Cache.Respond]) for the fleet's 690 tools in one page: finding
 // the caller's kept list, and writing the JSON-RPC head, the request id
 // and the kept bytes to a writer that keeps nothing. Reading the request
 // and the HTTP server's work are not in it. It reports 0 allocs/op.

@@ -180,7 +180,7 @@ func TestSessionIdleTimeout(t *testing.T) {
 	c := rawClient{t, url}
 
 	abandoned := c.initialize(nil)
-	fisktest.WaitFor(t, 10*time.Second, "the abandoned session to expire", func() bool { return s.sessions.Count() == 0 })
+	fisktest.WaitFor(t, 10*time.Second, "the abandoned session to expire", func() bool { return s.router.Sessions.Count() == 0 })
 	c.session(abandoned, rawPing, http.StatusNotFound)
 
 	// A session whose event stream is open is in use, however long it is
@@ -200,14 +200,14 @@ func TestSessionIdleTimeout(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * idle)
 	for time.Now().Before(deadline) {
-		if s.sessions.Count() != 1 {
+		if s.router.Sessions.Count() != 1 {
 			t.Fatalf("a session with an open stream expired")
 		}
 		time.Sleep(idle / 3)
 	}
 	cancel()
 	resp.Body.Close()
-	fisktest.WaitFor(t, 10*time.Second, "the session to expire once its stream closed", func() bool { return s.sessions.Count() == 0 })
+	fisktest.WaitFor(t, 10*time.Second, "the session to expire once its stream closed", func() bool { return s.router.Sessions.Count() == 0 })
 	c.session(listening, rawPing, http.StatusNotFound)
 }
 

@@ -1,41 +1,41 @@
-// Package mcphttp holds what the gateway answers over streamable HTTP
-// beside mcp-go (v1.2.1) rather than through it: the mechanics of the
-// transport that the library does not have, or has in a shape a gateway
-// cannot serve safely or fast. It depends on no server; the router that
-// uses these pieces lives with the MCP server (mcpserver's route), where
-// mcp-go's objects are.
+// Package mcphttp is the gateway's MCP endpoint over streamable HTTP: a
+// [Router] in front of mcp-go's streamable server (v1.2.1) that decodes
+// each message once and answers itself what the library does not have,
+// or has in a shape a gateway cannot serve safely or fast. Everything
+// else reaches mcp-go untouched, and the MCP server behind it
+// ([Backend]) handles every call, whichever of the two answers it.
 //
 // Each piece exists for a stated reason, and each can go once mcp-go
 // learns what it does: a test that starts passing without the piece says
 // the library has caught up. The inventory, with what would retire each:
 //
-//   - [Sessions]: mcp-go's stateful session manager keeps every
-//     terminated id for ever, knows nothing of idle time or a cap, and
-//     does not bind a session to the caller that opened it. Retire when
-//     its SessionIdManager expires idle sessions, caps live ones (503
-//     beyond), and refuses another caller's token on a session (404).
+//   - [Sessions] and the router's session rules: mcp-go's stateful
+//     session manager keeps every terminated id for ever, knows nothing
+//     of idle time or a cap, and does not bind a session to the caller
+//     that opened it. Retire when its SessionIdManager expires idle
+//     sessions, caps live ones (503 beyond), and refuses another caller's
+//     token on a session (404).
 //   - [Cancellations] and [CancelWriter]: mcp-go cancels a request's
 //     handler on notifications/cancelled but still writes its answer,
 //     which the specification says should not be sent; the writer also
 //     puts a task's CreateTaskResult in place of the handler's stand-in.
-//     Retire when mcp-go drops the answer to a cancelled request and
-//     serves tasks as the gateway does (see mcpserver's task.go for the
-//     five defects of its tasks).
-//   - [ToolsList]: mcp-go builds and encodes tools/list per request, which
-//     with a fleet's hundreds of tools costs milliseconds and most of a
-//     megabyte of garbage per request; here each grant's list is encoded
-//     once per change of the tool set, with cursors valid for one list.
-//     Retire when mcp-go caches encoded lists per tool filter result.
-//   - [CallMessage], [CallParams], [EncodeResponse] and [AppendResult]:
-//     the plain tools/call path decodes a call once and writes the bytes
-//     mcp-go would write, without its per-request session, notification
-//     goroutine and repeated decoding (about a transport round trip per
-//     call in the benchmark). They reproduce mcp-go's decoder quirks
-//     ([NumbersFit], params named twice) and its encoder byte for byte,
-//     which the differential tests and fuzzers in mcpserver hold them to.
-//     Retire when mcp-go's own tools/call path decodes once and spawns no
-//     goroutine for a call that asks for no progress.
-//   - [RPCAnswer] and its writers: the JSON-RPC answers the gateway writes
-//     itself (task methods, rate refusals), with mcp-go's error type.
-//     They go with the last of the pieces above.
+//     Retire when mcp-go drops the answer to a cancelled request.
+//   - MCP tasks (task.go, which lists the five defects of mcp-go's):
+//     retire when mcp-go runs a task detached from its request, tells
+//     only its own session of it, and scopes tasks/* to their owner.
+//   - The plain tools/call ([Router.ServeToolsCall], with [CallMessage],
+//     [CallParams], [EncodeResponse] and [AppendResult]): it decodes a
+//     call once and writes the bytes mcp-go would write, without its
+//     per-request session, notification goroutine and repeated decoding
+//     (about a transport round trip per call in the benchmark). It
+//     reproduces mcp-go's decoder quirks ([NumbersFit], params named
+//     twice) and its encoder byte for byte, which the differential tests
+//     and fuzzers in mcpserver hold it to. Retire when mcp-go's own
+//     tools/call path decodes once and spawns no goroutine for a call
+//     that asks for no progress.
+//   - tools/list from the kept lists (package toolslist), and the rate
+//     refusal ([CodeRateLimited]), which mcp-go has no hook to answer.
+//   - [RPCAnswer] and its writers: the JSON-RPC answers the router
+//     writes itself, with mcp-go's error type. They go with the last of
+//     the pieces above.
 package mcphttp

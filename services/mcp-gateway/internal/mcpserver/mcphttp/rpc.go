@@ -18,6 +18,10 @@ type RPCAnswer struct {
 	Error   *mcp.JSONRPCErrorDetails `json:"error,omitempty"`
 }
 
+// contentJSON is the Content-Type of a JSON answer, shared rather than
+// allocated per answer.
+var contentJSON = []string{"application/json"}
+
 // WriteResult writes the JSON-RPC result of the request id.
 func WriteResult(w http.ResponseWriter, id json.RawMessage, result any) {
 	WriteRPC(w, RPCAnswer{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Result: result})
@@ -41,7 +45,7 @@ func WriteRPC(w http.ResponseWriter, a RPCAnswer, header ...string) {
 		return
 	}
 	h := w.Header()
-	h["Content-Type"] = ContentJSON
+	h["Content-Type"] = contentJSON
 	for i := 0; i+1 < len(header); i += 2 {
 		h.Set(header[i], header[i+1])
 	}

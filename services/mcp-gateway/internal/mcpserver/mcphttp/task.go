@@ -1,4 +1,4 @@
-package mcpserver
+package mcphttp
 
 import (
 	"bytes"
@@ -15,7 +15,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/auth"
-	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/mcpserver/mcphttp"
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/tasks"
 )
 
@@ -38,7 +37,7 @@ import (
 // So mcp-go's task capability stays off (its tasks/* handlers answer
 // "unsupported" to anything that reaches them), the capability and each
 // tool's execution.taskSupport are advertised through hooks, and the
-// session rules ([Server.route]) route task requests here:
+// session rules ([Router]) route task requests here:
 //
 //   - a task-augmented tools/call reserves room for its task, then runs
 //     through mcp-go's ordinary tools/call path and the gateway's one call
@@ -50,7 +49,7 @@ import (
 //     metrics like any call. A call denied before that point becomes a
 //     finished task holding the denial, and never runs;
 //   - tasks/get, tasks/result, tasks/cancel and tasks/list are answered
-//     from the task store (package tasks, [Config.TaskStore]: in memory,
+//     from the task store (package tasks, [Router.Tasks]: in memory,
 //     or a JetStream bucket a fleet shares) for the requesting owner
 //     only ([taskOwner]): the authenticated caller, else the session. A
 //     task of another owner is as unknown as one never created;
@@ -73,9 +72,9 @@ import (
 // Clients of the 2026-07-28 revision have no session and no tasks: a task
 // parameter on their tools/call is ignored and the call answered as any.
 
-// taskRequest is what the session rules learned of a task-augmented
-// tools/call: they put it in the request's context for the tool handler,
-// and read back the task it created to answer with.
+// taskRequest is what the router learned of a task-augmented tools/call:
+// it travels in the request's context through mcp-go to the tool handler
+// ([Router.Task]), and the router answers with the task it created.
 type taskRequest struct {
 	owner   string
 	session string
@@ -90,9 +89,17 @@ type taskRequest struct {
 
 type taskRequestKey struct{}
 
-func taskRequestFrom(ctx context.Context) *taskRequest {
+// Task runs the call of name as the task its request asked for, when the
+// router prepared one and no other handler has claimed it, and reports
+// false otherwise: the tool handler's first question. The result is only
+// a stand-in: the router answers with the CreateTaskResult instead
+// ([CancelWriter.Replace]).
+func (rt *Router) Task(ctx context.Context, name string, req mcp.CallToolRequest) (*mcp.CallToolResult, bool) {
 	tr, _ := ctx.Value(taskRequestKey{}).(*taskRequest)
-	return tr
+	if tr == nil || req.Params.Task == nil || !tr.claim() {
+		return nil, false
+	}
+	return rt.startTask(ctx, tr, name, req), true
 }
 
 // claim reports whether the caller is the one handler to turn this
@@ -127,22 +134,20 @@ func (tr *taskRequest) result() json.RawMessage {
 
 // startTask turns the task-augmented tools/call req into a task and returns
 // once the call is cleared to run or has already finished (denied, say).
-// The result returned is only a stand-in: the session rules answer with
-// the CreateTaskResult instead ([mcphttp.CancelWriter.Replace]).
-func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, req mcp.CallToolRequest) *mcp.CallToolResult {
+func (rt *Router) startTask(ctx context.Context, tr *taskRequest, name string, req mcp.CallToolRequest) *mcp.CallToolResult {
 	// Until the call is cleared to run, it belongs to the request: a client
 	// that goes away while its human decides cancels it. After that only
 	// tasks/cancel, its session's end (for a session's task),
 	// tool_timeout and the gateway's stop end it.
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	run, err := s.tasks.StartTask(ctx, tasks.Task{Owner: tr.owner, Session: tr.session, Tool: name, TTL: tr.ttl}, tr.room, cancel)
+	run, err := rt.Tasks.StartTask(ctx, tasks.Task{Owner: tr.owner, Session: tr.session, Tool: name, TTL: tr.ttl}, tr.room, cancel)
 	if err != nil {
 		cancel(err)
 		return mcp.NewToolResultError(fmt.Sprintf("%s was not run: %v", name, err))
 	}
 	t := run.Task()
-	stopRequest := context.AfterFunc(ctx, func() { cancel(errTaskRequestEnded) })
-	stopStore := context.AfterFunc(s.tasks.Base(), func() { cancel(tasks.ErrStopping) })
+	stopRequest := context.AfterFunc(ctx, func() { cancel(errtaskRequestEnded) })
+	stopStore := context.AfterFunc(rt.Tasks.Base(), func() { cancel(tasks.ErrStopping) })
 	// The client is answered once the call is cleared to run, any
 	// approval given; the call then runs on without the request.
 	var once sync.Once
@@ -154,11 +159,11 @@ func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, re
 		})
 	}
 
-	s.log.Info("MCP task created", "agent", s.cfg.Identity, "tool", name, "task", t.ID, "ttl", t.TTL)
+	rt.Log.Info("MCP task created", "agent", rt.Identity, "tool", name, "task", t.ID, "ttl", t.TTL)
 	go func() {
 		defer stopStore()
 		defer stopRequest()
-		res := s.callTool(runCtx, name, req, cleared)
+		res := rt.Backend.CallTool(runCtx, name, req, cleared)
 		run.Finish(res, context.Cause(runCtx))
 		cancel(nil)
 	}()
@@ -166,7 +171,7 @@ func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, re
 	case <-started:
 	case <-run.Ended():
 		// Finished before it was cleared to run: denied, or cancelled.
-		if got, err := s.tasks.Get(context.WithoutCancel(ctx), t.Owner, t.ID); err == nil {
+		if got, err := rt.Tasks.Get(context.WithoutCancel(ctx), t.Owner, t.ID); err == nil {
 			t = got
 		}
 	}
@@ -178,19 +183,19 @@ func (s *Server) startTask(ctx context.Context, tr *taskRequest, name string, re
 // it reads the task parameter and reserves room for the task. It returns
 // nil, true for a call that asks for no task, and false when it has
 // answered the request itself with a JSON-RPC error.
-func (s *Server) taskCall(w http.ResponseWriter, r *http.Request, owner, session string, msg *message) (*taskRequest, bool) {
-	asked, ttl, err := s.taskTTL(msg.Params.Task)
+func (rt *Router) taskCall(w http.ResponseWriter, r *http.Request, owner, session string, msg *message) (*taskRequest, bool) {
+	asked, ttl, err := rt.taskTTL(msg.Params.Task)
 	if err != nil {
-		mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, err.Error())
+		WriteError(w, msg.ID, mcp.INVALID_PARAMS, err.Error())
 		return nil, false
 	}
 	if !asked {
 		return nil, true
 	}
-	room, err := s.tasks.Reserve(r.Context())
+	room, err := rt.Tasks.Reserve(r.Context())
 	if err != nil {
-		s.log.Warn("refused an MCP task", "agent", s.cfg.Identity, "error", err)
-		mcphttp.WriteError(w, msg.ID, mcp.INTERNAL_ERROR, err.Error())
+		rt.Log.Warn("refused an MCP task", "agent", rt.Identity, "error", err)
+		WriteError(w, msg.ID, mcp.INTERNAL_ERROR, err.Error())
 		return nil, false
 	}
 	return &taskRequest{owner: owner, session: session, ttl: ttl, room: room}, true
@@ -199,8 +204,8 @@ func (s *Server) taskCall(w http.ResponseWriter, r *http.Request, owner, session
 // taskOwner is whose tasks a request may see: its authenticated caller's
 // (an OAuth subject; with auth_token_env, the token's holders, who are one
 // caller), else, with no authentication at all, its session's.
-func (s *Server) taskOwner(r *http.Request, session string) string {
-	if c := auth.CallerFrom(r.Context()); c != nil && (!c.Static || s.cfg.AuthToken != "" || s.cfg.Authenticate != nil) {
+func (rt *Router) taskOwner(r *http.Request, session string) string {
+	if c := auth.CallerFrom(r.Context()); c != nil && (!c.Static || rt.Authenticated) {
 		return tasks.CallerOwner(c.Subject)
 	}
 	return tasks.SessionOwner(session)
@@ -209,7 +214,7 @@ func (s *Server) taskOwner(r *http.Request, session string) string {
 // taskTTL reads a tools/call's task parameter: asked is false for none
 // (absent or null). The ttl granted is the one asked, at most the
 // retention; a task asking none gets the retention.
-func (s *Server) taskTTL(raw json.RawMessage) (asked bool, ttl time.Duration, err error) {
+func (rt *Router) taskTTL(raw json.RawMessage) (asked bool, ttl time.Duration, err error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return false, 0, nil
@@ -218,16 +223,16 @@ func (s *Server) taskTTL(raw json.RawMessage) (asked bool, ttl time.Duration, er
 		TTL json.RawMessage `json:"ttl"`
 	}
 	if raw[0] != '{' || json.Unmarshal(raw, &p) != nil {
-		return false, 0, fmt.Errorf("params.task must be an object, got %s", mcphttp.Clip(raw))
+		return false, 0, fmt.Errorf("params.task must be an object, got %s", Clip(raw))
 	}
-	limit := s.cfg.TaskRetention
+	limit := rt.TaskRetention
 	ttlRaw := bytes.TrimSpace(p.TTL)
 	if len(ttlRaw) == 0 || bytes.Equal(ttlRaw, []byte("null")) {
 		return true, limit, nil
 	}
 	ms, err := strconv.ParseInt(string(ttlRaw), 10, 64)
 	if err != nil || ms <= 0 {
-		return false, 0, fmt.Errorf("params.task.ttl must be a positive whole number of milliseconds, got %s", mcphttp.Clip(ttlRaw))
+		return false, 0, fmt.Errorf("params.task.ttl must be a positive whole number of milliseconds, got %s", Clip(ttlRaw))
 	}
 	if ms >= limit.Milliseconds() {
 		return true, limit, nil
@@ -247,7 +252,7 @@ func isTaskMethod(method string) bool {
 
 // serveTaskMethod answers tasks/get, tasks/result, tasks/cancel and
 // tasks/list for owner.
-func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner string, msg *message) {
+func (rt *Router) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner string, msg *message) {
 	if len(msg.ID) == 0 {
 		// A notification asks for no answer.
 		w.WriteHeader(http.StatusAccepted)
@@ -256,90 +261,90 @@ func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, owner s
 	ctx := r.Context()
 	if msg.Method == string(mcp.MethodTasksList) {
 		if c := bytes.TrimSpace(msg.Params.Cursor); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
-			mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("unknown cursor %s: tasks/list answers in one page", mcphttp.Clip(c)))
+			WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("unknown cursor %s: tasks/list answers in one page", Clip(c)))
 			return
 		}
-		list, err := s.tasks.List(ctx, owner)
+		list, err := rt.Tasks.List(ctx, owner)
 		if err != nil {
-			s.taskStoreError(w, msg, err)
+			rt.taskStoreError(w, msg, err)
 			return
 		}
 		views := make([]mcp.Task, 0, len(list))
 		for _, t := range list {
 			views = append(views, t.View())
 		}
-		mcphttp.WriteResult(w, msg.ID, mcp.ListTasksResult{Tasks: views})
+		WriteResult(w, msg.ID, mcp.ListTasksResult{Tasks: views})
 		return
 	}
 	var id string
 	if json.Unmarshal(msg.Params.TaskID, &id) != nil || id == "" {
-		mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("%s needs params.taskId, the id of a task", msg.Method))
+		WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("%s needs params.taskId, the id of a task", msg.Method))
 		return
 	}
 	switch mcp.MCPMethod(msg.Method) {
 	case mcp.MethodTasksGet:
-		t, err := s.tasks.Get(ctx, owner, id)
+		t, err := rt.Tasks.Get(ctx, owner, id)
 		if err != nil {
-			s.taskError(w, msg, id, err)
+			rt.taskError(w, msg, id, err)
 			return
 		}
-		mcphttp.WriteResult(w, msg.ID, mcp.NewGetTaskResult(t.View()))
+		WriteResult(w, msg.ID, mcp.NewGetTaskResult(t.View()))
 	case mcp.MethodTasksCancel:
 		// Answered once the call has returned: the process group is then
 		// gone and the slot free, here or on the gateway running it.
-		t, err := s.tasks.Cancel(ctx, owner, id)
+		t, err := rt.Tasks.Cancel(ctx, owner, id)
 		switch {
 		case errors.Is(err, tasks.ErrFinished):
-			mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s is already %s: only a working task can be cancelled", id, t.Status))
+			WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s is already %s: only a working task can be cancelled", id, t.Status))
 			return
 		case err != nil:
-			s.taskError(w, msg, id, err)
+			rt.taskError(w, msg, id, err)
 			return
 		case ctx.Err() != nil:
 			return
 		}
-		s.log.Info("MCP task cancelled", "agent", s.cfg.Identity, "tool", t.Tool, "task", id, "instance", t.Instance)
-		mcphttp.WriteResult(w, msg.ID, mcp.NewCancelTaskResult(t.View()))
+		rt.Log.Info("MCP task cancelled", "agent", rt.Identity, "tool", t.Tool, "task", id, "instance", t.Instance)
+		WriteResult(w, msg.ID, mcp.NewCancelTaskResult(t.View()))
 	case mcp.MethodTasksResult:
-		t, err := s.tasks.Wait(ctx, owner, id)
+		t, err := rt.Tasks.Wait(ctx, owner, id)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			s.taskError(w, msg, id, err)
+			rt.taskError(w, msg, id, err)
 			return
 		}
 		if t.Result == nil {
-			mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s was %s (%s): it has no result", id, t.Status, t.Message))
+			WriteError(w, msg.ID, mcp.INVALID_PARAMS, fmt.Sprintf("task %s was %s (%s): it has no result", id, t.Status, t.Message))
 			return
 		}
 		out := *t.Result
 		out.Meta = mcp.WithRelatedTask(id)
-		mcphttp.WriteResult(w, msg.ID, out)
+		WriteResult(w, msg.ID, out)
 	}
 }
 
 // taskError answers a task method whose task could not be read: not
 // found, or the store unreachable.
-func (s *Server) taskError(w http.ResponseWriter, msg *message, id string, err error) {
+func (rt *Router) taskError(w http.ResponseWriter, msg *message, id string, err error) {
 	if errors.Is(err, tasks.ErrNotFound) {
-		mcphttp.WriteError(w, msg.ID, mcp.INVALID_PARAMS, taskNotFound(id))
+		WriteError(w, msg.ID, mcp.INVALID_PARAMS, taskNotFound(id))
 		return
 	}
-	s.taskStoreError(w, msg, err)
+	rt.taskStoreError(w, msg, err)
 }
 
 // taskStoreError answers a task method when the store failed.
-func (s *Server) taskStoreError(w http.ResponseWriter, msg *message, err error) {
-	s.log.Warn("reading MCP tasks", "agent", s.cfg.Identity, "method", msg.Method, "error", err)
-	mcphttp.WriteError(w, msg.ID, mcp.INTERNAL_ERROR, fmt.Sprintf("the task store cannot be read now, try again: %v", err))
+func (rt *Router) taskStoreError(w http.ResponseWriter, msg *message, err error) {
+	rt.Log.Warn("reading MCP tasks", "agent", rt.Identity, "method", msg.Method, "error", err)
+	WriteError(w, msg.ID, mcp.INTERNAL_ERROR, fmt.Sprintf("the task store cannot be read now, try again: %v", err))
 }
 
-// notifyTaskStatus sends notifications/tasks/status for t to the session
+// NotifyTaskStatus sends notifications/tasks/status for t to the session
 // that created it, when that session lives on this gateway. The session
 // hears it on its standing event stream, if it holds one; a session of
 // another gateway, or one gone, hears nothing and polls as ever.
-func (s *Server) notifyTaskStatus(t tasks.Task) {
+func (rt *Router) NotifyTaskStatus(t tasks.Task) {
 	if t.Session == "" {
 		return
 	}
@@ -355,12 +360,16 @@ func (s *Server) notifyTaskStatus(t tasks.Task) {
 	if v.StatusMessage != "" {
 		params["statusMessage"] = v.StatusMessage
 	}
-	_ = s.mcp.SendNotificationToSpecificClient(t.Session, string(mcp.MethodNotificationTasksStatus), params)
+	_ = rt.MCP.SendNotificationToSpecificClient(t.Session, string(mcp.MethodNotificationTasksStatus), params)
 }
 
 func taskNotFound(id string) string {
-	return fmt.Sprintf("task %s not found: it does not exist for this caller or session, or it finished longer ago than its ttl (expose.agent.mcp.task_retention) or made room for newer ones (expose.agent.mcp.max_tasks)", mcphttp.Clip([]byte(id)))
+	return fmt.Sprintf("task %s not found: it does not exist for this caller or session, or it finished longer ago than its ttl (expose.agent.mcp.task_retention) or made room for newer ones (expose.agent.mcp.max_tasks)", Clip([]byte(id)))
 }
+
+// errtaskRequestEnded is why a task's call was cancelled when the request
+// that made it went away first, as the task's statusMessage says.
+var errtaskRequestEnded = errors.New("the request that created it ended before the call was cleared to run")
 
 // taskHooks are the mcp-go hooks that advertise tasks to clients of the
 // session-based eras: the capability at initialize, and on every tool in
@@ -386,14 +395,10 @@ func taskHooks(h *server.Hooks) {
 
 // sweepTasks drops the tasks whose ttl has passed, so results go even when
 // no client asks; the idle-session loop calls it.
-func (s *Server) sweepTasks() {
+func (rt *Router) sweepTasks() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.tasks.Sweep(ctx); err != nil {
-		s.log.Warn("sweeping expired MCP tasks", "agent", s.cfg.Identity, "error", err)
+	if err := rt.Tasks.Sweep(ctx); err != nil {
+		rt.Log.Warn("sweeping expired MCP tasks", "agent", rt.Identity, "error", err)
 	}
 }
-
-// Tasks returns the server's task manager, for a fleet's membership
-// ([tasks.Fleet.Start]) to stop the calls other gateways cancel.
-func (s *Server) Tasks() *tasks.Manager { return s.tasks }

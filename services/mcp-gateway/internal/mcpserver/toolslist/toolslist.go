@@ -1,4 +1,44 @@
-package mcphttp
+// Package toolslist serves the gateway's tools/list answers from bytes
+// kept per tool set, not built per request: mcp-go (v1.2.1) builds and
+// encodes the list per request, which with a fleet's hundreds of remote
+// tools costs milliseconds and most of a megabyte of garbage, for an
+// answer that changes only when the tool set does. Retire it when mcp-go
+// caches encoded lists per tool filter result.
+//
+// # What is kept
+//
+// A [listSnapshot] is taken of the registration each time
+// the MCP server's SetTools changes what a client could see (a tool added,
+// removed or changed, locally or by a remote refresh). For each distinct
+// grant of the policy (one when there is no policy) and each protocol era
+// that asks, it keeps a [listView]: the visible tools cut into pages, each
+// page's JSON-RPC result encoded once, exactly as mcp-go would have
+// encoded it after the gateway's hooks (policy narrowing, the tasks
+// annotation of the session-based eras, the 2026-07-28 result fields).
+// Views are built on first use and dropped with their snapshot, so
+// nothing is built for a grant or an era no caller uses.
+//
+// A request is answered by writing the JSON-RPC head, the request's own
+// id, and the kept page: [Cache.Respond], which allocates nothing.
+// The checks that decide whether a request may be answered this way
+// (see [Cache.Serve]) run first; anything they do not accept
+// goes to mcp-go as before, which answers it (an error, in every case
+// the checks refuse).
+//
+// # Cursors
+//
+// With a page size, each page but the last carries a nextCursor: an
+// opaque token of the list it belongs to (a digest of the snapshot and
+// the caller's grant), the offset of the next page and the page size. A
+// cursor is honoured only for the list it was issued for: after the tool
+// set changes, or from another caller's list, or forged, it is refused
+// with JSON-RPC -32602 saying which, and the client lists again from the
+// start (a notifications/tools/list_changed has told it so already when
+// it listens). A client therefore never gets a page of a different list
+// than its first one, and paging through sees every tool exactly once.
+// The digest depends only on the tools and the grant, so gateways of one
+// fleet serving the same tools accept one another's cursors.
+package toolslist
 
 import (
 	"bytes"
@@ -24,48 +64,8 @@ import (
 	"github.com/fiskfleet/fiskfleet/services/mcp-gateway/internal/policy"
 )
 
-// The tools/list answer is served from bytes kept per tool set, not
-// built per request: with a fleet's hundreds of remote tools, building
-// and encoding the list costs a request milliseconds and most of a
-// megabyte of garbage, for an answer that changes only when the tool set
-// does.
-//
-// # What is kept
-//
-// A [listSnapshot] is taken of the registration each time
-// [Server.SetTools] changes what a client could see (a tool added,
-// removed or changed, locally or by a remote refresh). For each distinct
-// grant of the policy (one when there is no policy) and each protocol era
-// that asks, it keeps a [listView]: the visible tools cut into pages, each
-// page's JSON-RPC result encoded once, exactly as mcp-go would have
-// encoded it after the gateway's hooks (policy narrowing, the tasks
-// annotation of the session-based eras, the 2026-07-28 result fields).
-// Views are built on first use and dropped with their snapshot, so
-// nothing is built for a grant or an era no caller uses.
-//
-// A request is answered by writing the JSON-RPC head, the request's own
-// id, and the kept page: [ToolsList.Respond], which allocates nothing.
-// The checks that decide whether a request may be answered this way
-// (see [ToolsList.Serve]) run first; anything they do not accept
-// goes to mcp-go as before, which answers it (an error, in every case
-// the checks refuse).
-//
-// # Cursors
-//
-// With a page size, each page but the last carries a nextCursor: an
-// opaque token of the list it belongs to (a digest of the snapshot and
-// the caller's grant), the offset of the next page and the page size. A
-// cursor is honoured only for the list it was issued for: after the tool
-// set changes, or from another caller's list, or forged, it is refused
-// with JSON-RPC -32602 saying which, and the client lists again from the
-// start (a notifications/tools/list_changed has told it so already when
-// it listens). A client therefore never gets a page of a different list
-// than its first one, and paging through sees every tool exactly once.
-// The digest depends only on the tools and the grant, so gateways of one
-// fleet serving the same tools accept one another's cursors.
-
 // DefaultToolsListTTL is the ttlMs a 2026-07-28 tools/list answer
-// carries when [Config.ToolsListTTL] is not set: the default remote
+// carries when the server's ToolsListTTL is not set: the default remote
 // refresh interval, the time the gateway itself may take to notice a
 // remote tool change, so a client that caches the list for that long
 // sees a change at most one refresh later than the gateway does.
@@ -90,9 +90,9 @@ const cursorVersion = 1
 // CursorLen is a decoded cursor: version, digest, offset, page size.
 const CursorLen = 1 + DigestLen + 4 + 4
 
-// ToolsList keeps the tools/list answers of the current tool set. It is
+// Cache keeps the tools/list answers of the current tool set. It is
 // safe for concurrent use.
-type ToolsList struct {
+type Cache struct {
 	pageSize int
 	ttlMs    int64
 	scope    mcp.CacheScope
@@ -106,7 +106,7 @@ type ToolsList struct {
 type listSnapshot struct {
 	tools []listedTool
 	// unreachable are the remote tools each role nats context may not
-	// reach ([Server.SetUnreachable]).
+	// reach (the call core's Unreachable).
 	unreachable call.Unreachable
 	// hash identifies the tool set: its definitions and what the policy
 	// decides on (tags, remote or not, which contexts reach it).
@@ -148,15 +148,15 @@ var (
 	sseHead  = []byte("event: message\ndata: ")
 	jsonTail = []byte("\n")
 	sseTail  = []byte("\n\n")
-	// ContentJSON is the Content-Type of a JSON answer, shared rather
+	// contentJSON is the Content-Type of a JSON answer, shared rather
 	// than allocated per answer.
-	ContentJSON = []string{"application/json"}
+	contentJSON = []string{"application/json"}
 	contentSSE  = []string{"text/event-stream"}
 	noCache     = []string{"no-cache"}
 )
 
-func NewToolsList(pageSize int, ttlMs int64, scope mcp.CacheScope, impl mcp.Implementation) *ToolsList {
-	l := &ToolsList{pageSize: pageSize, ttlMs: ttlMs, scope: scope, impl: impl}
+func New(pageSize int, ttlMs int64, scope mcp.CacheScope, impl mcp.Implementation) *Cache {
+	l := &Cache{pageSize: pageSize, ttlMs: ttlMs, scope: scope, impl: impl}
 	_ = l.Set(nil, nil)
 	return l
 }
@@ -173,7 +173,7 @@ type Tool struct {
 // unless it would list exactly what the current one lists: then the
 // kept lists and every cursor issued stay valid. The caller serialises
 // calls.
-func (l *ToolsList) Set(served []Tool, unreachable call.Unreachable) error {
+func (l *Cache) Set(served []Tool, unreachable call.Unreachable) error {
 	tools := make([]listedTool, len(served))
 	for i, t := range served {
 		tools[i] = listedTool{def: t.Def, tags: t.Tags, remote: t.Remote}
@@ -231,7 +231,7 @@ func sortTools(tools []listedTool) {
 }
 
 // view returns the view of grant g in the era, building it on first use.
-func (sn *listSnapshot) view(l *ToolsList, g *policy.Grant, modern bool) (*listView, error) {
+func (sn *listSnapshot) view(l *Cache, g *policy.Grant, modern bool) (*listView, error) {
 	key := viewKey{grant: g.Key, modern: modern}
 	if v := (*sn.views.Load())[key]; v != nil {
 		return v, nil
@@ -258,10 +258,10 @@ func (sn *listSnapshot) view(l *ToolsList, g *policy.Grant, modern bool) (*listV
 }
 
 // build encodes the pages of what g sees in the era: the tools its grant
-// allows ([Server.visibleTools] decides the same), with the tasks
+// allows (mcp-go's tool filter decides the same), with the tasks
 // annotation of the session-based eras (taskHooks) or the result fields
 // of 2026-07-28, as mcp-go's decoration adds them.
-func (sn *listSnapshot) build(l *ToolsList, g *policy.Grant, modern bool) (*listView, error) {
+func (sn *listSnapshot) build(l *Cache, g *policy.Grant, modern bool) (*listView, error) {
 	tools := make([]mcp.Tool, 0, len(sn.tools))
 	for _, t := range sn.tools {
 		if !g.Allows(t.def.Name, t.tags, t.remote) || t.remote && sn.unreachable.Refuses(g, t.def.Name) {
@@ -343,7 +343,7 @@ const (
 
 // message is the JSON-RPC error message of a refused cursor. Every one
 // tells the client what to do: list again without a cursor.
-func (e cursorError) message(l *ToolsList) string {
+func (e cursorError) message(l *Cache) string {
 	const again = "; send tools/list again without a cursor to list from the start"
 	switch e {
 	case cursorStale:
@@ -363,7 +363,7 @@ func (e cursorError) message(l *ToolsList) string {
 
 // page returns the index of the page cursor points at in v, or why it
 // cannot be honoured. An empty cursor is the first page.
-func (sn *listSnapshot) page(l *ToolsList, v *listView, cursor []byte) (int, cursorError) {
+func (sn *listSnapshot) page(l *Cache, v *listView, cursor []byte) (int, cursorError) {
 	if len(cursor) == 0 {
 		return 0, cursorOK
 	}
@@ -405,7 +405,7 @@ func (sn *listSnapshot) otherList(d [DigestLen]byte) cursorError {
 	return cursorUnknown
 }
 
-// Query is what [ToolsList.Respond] needs of a tools/list request.
+// Query is what [Cache.Respond] needs of a tools/list request.
 type Query struct {
 	// ID is the request's JSON-RPC id as it arrived: a JSON string or
 	// number.
@@ -430,7 +430,7 @@ type Query struct {
 // whatever the number of tools; [TestToolsListRespondAllocs] holds it to
 // that. Reading and checking the request before it, and the HTTP
 // server's own work, are not part of it.
-func (l *ToolsList) Respond(w io.Writer, q Query, header func(status, length int)) error {
+func (l *Cache) Respond(w io.Writer, q Query, header func(status, length int)) error {
 	sn := l.cur.Load()
 	v, err := sn.view(l, q.Grant, q.Modern)
 	if err != nil {
@@ -464,7 +464,7 @@ func (l *ToolsList) Respond(w io.Writer, q Query, header func(status, length int
 // refuse answers q with the JSON-RPC -32602 error of its cursor. A
 // 2026-07-28 error goes with HTTP 400, as that revision maps it (and as
 // mcp-go answers its own -32602); earlier eras' with 200.
-func (l *ToolsList) refuse(w io.Writer, q Query, cerr cursorError, header func(status, length int)) error {
+func (l *Cache) refuse(w io.Writer, q Query, cerr cursorError, header func(status, length int)) error {
 	msg, err := json.Marshal(cerr.message(l))
 	if err != nil {
 		return err
@@ -494,7 +494,7 @@ func (l *ToolsList) refuse(w io.Writer, q Query, cerr cursorError, header func(s
 	return err
 }
 
-// listRequest is what [ToolsList.Serve] reads of a POSTed message.
+// listRequest is what [Cache.Serve] reads of a POSTed message.
 type listRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
@@ -523,7 +523,7 @@ type listParams struct {
 // stream mcp-go would open for a session that was sent a notification
 // earlier adds nothing (notifications still queued for the session reach
 // its next request or its standing stream).
-func (l *ToolsList) Serve(w http.ResponseWriter, r *http.Request, body []byte, grant func() *policy.Grant, supported func(version string) bool, log *slog.Logger) bool {
+func (l *Cache) Serve(w http.ResponseWriter, r *http.Request, body []byte, grant func() *policy.Grant, supported func(version string) bool, log *slog.Logger) bool {
 	if r.Method != http.MethodPost || !bytes.Contains(body, []byte(mcp.MethodToolsList)) {
 		return false
 	}
@@ -560,7 +560,7 @@ func (l *ToolsList) Serve(w http.ResponseWriter, r *http.Request, body []byte, g
 			h["Content-Type"] = contentSSE
 			h["Cache-Control"] = noCache
 		} else {
-			h["Content-Type"] = ContentJSON
+			h["Content-Type"] = contentJSON
 		}
 		h.Set("Content-Length", strconv.Itoa(length))
 		w.WriteHeader(status)
@@ -610,7 +610,7 @@ func onlyEventStream(h http.Header) bool {
 
 // Digest is the digest of the list g sees in the era, which the cursors
 // of its pages carry ([EncodeCursor]).
-func (l *ToolsList) Digest(g *policy.Grant, modern bool) ([DigestLen]byte, error) {
+func (l *Cache) Digest(g *policy.Grant, modern bool) ([DigestLen]byte, error) {
 	v, err := l.cur.Load().view(l, g, modern)
 	if err != nil {
 		return [DigestLen]byte{}, err
@@ -620,4 +620,4 @@ func (l *ToolsList) Digest(g *policy.Grant, modern bool) ([DigestLen]byte, error
 
 // Impl is the server's implementation info, which 2026-07-28 answers
 // carry in their _meta.
-func (l *ToolsList) Impl() mcp.Implementation { return l.impl }
+func (l *Cache) Impl() mcp.Implementation { return l.impl }
