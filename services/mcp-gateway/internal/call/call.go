@@ -42,16 +42,20 @@ type Config struct {
 	// Confirm is the confirm_over_mcp policy; empty means
 	// [config.ConfirmAuto].
 	Confirm config.ConfirmPolicy
-	// Policy decides per caller which tools it sees and runs; nil lets
-	// every caller see and run everything served.
+	// Policy decides per caller which tools it sees and runs
+	// (expose.agent.mcp.policy); nil lets every caller see and run
+	// everything served.
 	Policy *policy.Policy
-	// Audit, when set, receives one record per answered call.
+	// Audit, when set, receives one record per answered call (the audit
+	// key).
 	Audit *audit.Publisher
 	// AuditDigestOnly leaves arguments and command lines out of the audit
-	// records, keeping their digest.
+	// records, keeping their digest (audit.arguments: digest).
 	AuditDigestOnly bool
 	// Approvals, when set, has an operator approve the gated calls whose
-	// caller cannot be asked itself.
+	// caller cannot be asked itself (approvals.operator), instead of
+	// confirm_over_mcp's auto or always; a caller that can be asked is
+	// still asked, and its decline is final.
 	Approvals *approval.Broker
 	// RemoteVia, when set, is asked before a remote tool is called for a
 	// caller whose policy role names a nats context: it returns that
@@ -67,10 +71,12 @@ type Config struct {
 	// Logger receives one line per call and the selection; nil means
 	// slog.Default().
 	Logger *slog.Logger
-	// Metrics, when set, counts calls and approvals.
+	// Metrics, when set, counts calls and approvals and reports the
+	// slots; nil means no metrics, at the cost of a nil check per call.
 	Metrics *ops.Metrics
-	// Tracer, when set, gets a span per call with children for the
-	// approval and the run.
+	// Tracer, when set, gets a span per call (continuing the client's
+	// trace) with children for the approval and the run; a remote call
+	// carries the trace on to the agent in its NATS headers.
 	Tracer trace.Tracer
 }
 

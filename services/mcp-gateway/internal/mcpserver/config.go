@@ -48,15 +48,6 @@ type Config struct {
 	// Instructions are sent to clients when they connect: how to use the
 	// tools, in the operator's words.
 	Instructions string
-	// MaxConcurrent bounds the calls running at once, commands and
-	// built-ins together; 0 means [tool.DefaultMaxConcurrent].
-	MaxConcurrent int
-	// Timeout bounds one call's run time (not its approval wait); 0 means
-	// [tool.DefaultTimeout].
-	Timeout time.Duration
-	// Confirm is the confirm_over_mcp policy; empty means
-	// [config.ConfirmAuto].
-	Confirm config.ConfirmPolicy
 	// ApprovalTimeout bounds the wait for a human's answer; 0 means
 	// [DefaultApprovalTimeout]. Tests shorten it.
 	ApprovalTimeout time.Duration
@@ -69,30 +60,22 @@ type Config struct {
 	// [auth.Caller], which authorize has seen. Nil means the static check
 	// of AuthToken, whose one caller is [auth.StaticSubject].
 	Authenticate func(next http.Handler, authorize func(*auth.Caller) error) http.Handler
-	// Policy decides per caller which tools it sees and runs
-	// (expose.agent.mcp.policy); nil lets every caller see and run
-	// everything served.
-	Policy *policy.Policy
-	// Instance names this gateway process in its audit records; empty
-	// means a fresh random one.
-	Instance string
-	// Audit, when set, receives one record per answered tools/call (the
-	// audit key); the caller owns it and closes it after the server.
-	Audit *audit.Publisher
-	// AuditDigestOnly leaves arguments and command lines out of the audit
-	// records, keeping their digest (audit.arguments: digest).
+
+	// These go to the call core as they are: [call.Config] says what each
+	// means. An empty Instance means a fresh random one. The caller owns
+	// Audit and Approvals, and closes them after the server.
+	Instance        string
+	MaxConcurrent   int
+	Timeout         time.Duration
+	Confirm         config.ConfirmPolicy
+	Policy          *policy.Policy
+	Audit           *audit.Publisher
 	AuditDigestOnly bool
-	// Approvals, when set, has an operator approve the gated calls of
-	// clients that cannot elicit (approvals.operator), instead of
-	// confirm_over_mcp's auto or always; a client that can elicit is
-	// still asked itself, and its decline is final. The caller owns it
-	// and closes it after the server.
-	Approvals *approval.Broker
-	// RemoteVia, when set, is asked before a remote tool is called for a
-	// caller whose policy role names a nats context: it returns that
-	// role's NATS connection, which the call is made over. An error
-	// refuses the call in-band.
-	RemoteVia func(natsContext string) (any, error)
+	Approvals       *approval.Broker
+	RemoteVia       func(natsContext string) (any, error)
+	Metrics         *ops.Metrics
+	Tracer          trace.Tracer
+
 	// SessionIdleTimeout ends a session that has seen no request for this
 	// long, with none open; it then gets 404 and starts anew. Without it
 	// every client that never says goodbye would be remembered until the
@@ -134,15 +117,6 @@ type Config struct {
 	// Logger receives one line per call, the selection and the lifecycle;
 	// nil means slog.Default().
 	Logger *slog.Logger
-	// Metrics, when set, counts calls and approvals and reports the slots;
-	// nil means no metrics, at the cost of a nil check per call.
-	Metrics *ops.Metrics
-	// Tracer, when set, gets a span per tools/call (continuing the
-	// client's trace from _meta or the HTTP headers) with children for
-	// the approval and the run; a remote call carries the trace on to the
-	// agent in its NATS headers. nil means no tracing, at the cost of a nil
-	// check per call.
-	Tracer trace.Tracer
 	// Resources, when set, serves the documents of this knowledge index
 	// as MCP resources (expose.agent.mcp.resources: [knowledge]) and adds
 	// resource_link items to its knowledge_search results. The caller
